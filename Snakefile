@@ -1,0 +1,22 @@
+# rnnrepro — the workflow's table of contents. Rules live in workflow/rules/, the config in config/.
+#   snakemake --cores 8 --use-conda all                      every table and figure (budget from config)
+#   snakemake --cores 8 results/tables/pru_table1.csv        one artifact
+#   snakemake --profile profiles/smoke                       the CPU smoke run (what `make smoke` runs)
+from snakemake.utils import min_version
+
+min_version("9.0")
+
+
+configfile: "config/config.yaml"
+
+
+include: "workflow/rules/common.smk"
+include: "workflow/rules/data.smk"
+include: "workflow/rules/train.smk"
+include: "workflow/rules/analysis.smk"
+
+
+rule all:
+    default_target: True
+    input:
+        all_artifacts(),

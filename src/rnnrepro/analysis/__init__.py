@@ -1,0 +1,1 @@
+"""Turning training cells into the papers' tables and figures."""

@@ -1,0 +1,70 @@
+"""Joining training cells' outputs into tables, with the paper's values as reference columns.
+
+Every reproduced number comes from a run's ``metrics.json`` (and the architecture from the
+``config.json`` beside it); ``paper_*`` columns come from the study file's ``paper:`` section.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pandas as pd
+
+
+class MissingResult(FileNotFoundError):
+    pass
+
+
+def read_cells(metrics_files: list[str]) -> pd.DataFrame:
+    """One row per training cell: its metrics plus the architecture and recipe it was trained with."""
+    rows = []
+    for path in map(Path, metrics_files):
+        if not path.exists():
+            raise MissingResult(f"{path} is missing: train that cell first (snakemake {path})")
+        metrics = json.loads(path.read_text())
+        config = json.loads((path.parent / "config.json").read_text())
+        arch = config["architecture"]
+        rows.append({
+            **metrics,
+            "recipe": config["recipe_name"],
+            "cell": arch["cell"],
+            "embedding_size": arch["embedding_size"],
+            "hidden_size": arch["hidden_size"],
+            "layers": arch["layers"],
+            **{f"opt_{k}": v for k, v in arch["cell_options"].items()},
+        })
+    return pd.DataFrame(rows)
+
+
+def paper_values(study: dict, artifact: str) -> pd.DataFrame:
+    rows = [
+        {"dataset": dataset, "model": model, **{f"paper_{k}": v for k, v in values.items()}}
+        for dataset, models in study["paper"].get(artifact, {}).items()
+        for model, values in models.items()
+    ]
+    return pd.DataFrame(rows)
+
+
+def summarise_seeds(cells: pd.DataFrame, keys: list[str], values: list[str]) -> pd.DataFrame:
+    """Mean over seeds of each value, its standard deviation (NaN for one seed) and the seed count."""
+    grouped = cells.groupby(keys, sort=False)
+    out = grouped[values].mean()
+    for value in values:
+        out[f"{value}_std"] = grouped[value].std()
+    out["seeds"] = grouped["seed"].nunique()
+    return out.reset_index()
+
+
+def pru_table1(cells: pd.DataFrame, study: dict) -> pd.DataFrame:
+    """Table 1 of the PRU paper: one row per (dataset, model)."""
+    cells = cells.assign(params_m=cells["params"] / 1e6,
+                         g=cells.get("opt_groups"), K=cells.get("opt_levels"), M=cells["hidden_size"])
+    keys = ["dataset", "corpus", "model", "recipe", "cell", "g", "K", "M", "params_m", "budget"]
+    table = summarise_seeds(cells.astype({"g": "Int64", "K": "Int64"}), keys, ["val_ppl", "test_ppl"])
+    table = table.merge(paper_values(study, "table1"), on=["dataset", "model"], how="left")
+    order = {m: i for i, m in enumerate(study["artifacts"]["table1"]["models"])}
+    dataset_order = {d: i for i, d in enumerate(study["artifacts"]["table1"]["datasets"])}
+    return (table.sort_values(by=["dataset", "model"],
+                              key=lambda s: s.map(dataset_order if s.name == "dataset" else order))
+            .reset_index(drop=True))

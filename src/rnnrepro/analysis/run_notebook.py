@@ -1,0 +1,84 @@
+"""Execute an artifact notebook: jupytext (percent .py) -> papermill, with the artifact's parameters.
+
+    python -m rnnrepro.analysis.run_notebook notebooks/pru_table1.py results/notebooks/pru_table1.ipynb \\
+        --study pru --artifact table1 --metrics M1 M2 ... --tables T.csv --figures F.png
+
+The executed notebook is written to OUTPUT. If a cell fails, the executed notebook (with the
+traceback) is kept in ``logs/notebooks/`` — Snakemake removes the declared outputs of a failed job —
+and the error names the notebook, the failing cell and where to look. Training results are never
+touched, so a fixed notebook reruns in seconds.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import sys
+import tempfile
+from pathlib import Path
+
+import jupytext
+import nbformat
+import papermill
+
+KERNEL = "python3"  # the kernel of the running environment (ipykernel installs it with the env)
+FAILED_DIR = Path("logs/notebooks")
+
+
+def parse_args(argv=None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="python -m rnnrepro.analysis.run_notebook", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("notebook", type=Path, help="jupytext percent-format .py notebook")
+    parser.add_argument("output", type=Path, help="executed .ipynb to write")
+    parser.add_argument("--study", required=True)
+    parser.add_argument("--artifact", required=True)
+    parser.add_argument("--metrics", nargs="*", default=[], help="metrics.json of every cell the artifact uses")
+    parser.add_argument("--tables", nargs="*", default=[], help="CSV tables the notebook must write")
+    parser.add_argument("--figures", nargs="*", default=[], help="PNG figures the notebook must write")
+    return parser.parse_args(argv)
+
+
+def run(notebook: Path, output: Path, parameters: dict) -> None:
+    if not notebook.exists():
+        raise FileNotFoundError(f"notebook {notebook} does not exist")
+    output.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory() as tmp:
+        source = Path(tmp) / (notebook.stem + ".ipynb")
+        nbformat.write(jupytext.read(notebook), source)
+        executed = Path(tmp) / output.name
+        try:
+            papermill.execute_notebook(str(source), str(executed), parameters=parameters, kernel_name=KERNEL,
+                                       cwd=os.getcwd(), progress_bar=False)
+        except papermill.PapermillExecutionError as e:
+            FAILED_DIR.mkdir(parents=True, exist_ok=True)
+            kept = FAILED_DIR / f"{notebook.stem}.failed.ipynb"
+            shutil.copy(executed, kept)
+            raise RuntimeError(
+                f"notebook {notebook} failed in cell {e.exec_count}: {e.ename}: {e.evalue}\n"
+                f"The executed notebook with the traceback is kept at {kept}. Training results are "
+                f"untouched: fix the notebook (or its inputs) and rerun the same target.") from None
+        shutil.move(executed, output)
+    missing = [p for p in parameters["tables"] + parameters["figures"] if not Path(p).exists()]
+    if missing:
+        raise RuntimeError(f"notebook {notebook} ran but did not write {', '.join(missing)}")
+
+
+def main(argv=None) -> int:
+    args = parse_args(argv)
+    parameters = {
+        "study": args.study, "artifact": args.artifact,
+        "metrics_files": [str(Path(m).resolve()) for m in args.metrics],
+        "tables": [str(Path(t).resolve()) for t in args.tables],
+        "figures": [str(Path(f).resolve()) for f in args.figures],
+    }
+    try:
+        run(args.notebook, args.output, parameters)
+    except (RuntimeError, FileNotFoundError) as e:
+        print(f"[rnnrepro] error: {e}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,1 @@
+"""Training one cell (`python -m rnnrepro.train`)."""

@@ -1,0 +1,55 @@
+# Data: fetch (download with sha256 check, or generate a synthetic corpus) -> prepare (splits,
+# vocabulary, stats) -> fraction subsets of the training split (nested prefixes).
+
+
+def raw_file(wildcards):
+    return f"data/raw/{wildcards.dataset}/{DATASETS[wildcards.dataset].file_name}"
+
+
+rule fetch_dataset:
+    output:
+        "data/raw/{dataset}/{file}",
+    params:
+        mirror=lambda wildcards: f"--mirror {mirror()}" if config["data_mirror"] else "",
+        trust="--trust-unverified" if config["trust_unverified_downloads"] else "",
+    log:
+        "logs/data/fetch_{dataset}_{file}.log",
+    conda:
+        ENV
+    shell:
+        "{PYTHON} -m rnnrepro.data fetch {wildcards.dataset} --dest data/raw/{wildcards.dataset} "
+        "{params.mirror} {params.trust} > {log} 2>&1"
+
+
+rule prepare_dataset:
+    input:
+        raw_file,
+    output:
+        train="data/processed/{dataset}/train.txt",
+        valid="data/processed/{dataset}/valid.txt",
+        test="data/processed/{dataset}/test.txt",
+        vocab="data/processed/{dataset}/vocab.txt",
+        stats="data/processed/{dataset}/stats.json",
+    log:
+        "logs/data/prepare_{dataset}.log",
+    conda:
+        ENV
+    shell:
+        "{PYTHON} -m rnnrepro.data prepare {wildcards.dataset} --raw {input} "
+        "--out data/processed/{wildcards.dataset} > {log} 2>&1"
+
+
+rule fraction_subset:
+    input:
+        rules.prepare_dataset.output.train,
+    output:
+        "data/processed/{dataset}/train.fraction{fraction}.txt",
+    params:
+        tokenizer=lambda wildcards: DATASETS[wildcards.dataset].tokenizer,
+    log:
+        "logs/data/fraction_{dataset}_{fraction}.log",
+    conda:
+        ENV
+    shell:
+        "{PYTHON} -m rnnrepro.data fraction --train {input} --tokenizer {params.tokenizer} "
+        "--percent {wildcards.fraction} --out {output} > {log} 2>&1"
