@@ -2,11 +2,6 @@
 # writes its tables and figures. Cheap: redrawing never retrains (showyourwork's split).
 
 
-def artifact_metrics(study, artifact):
-    cells = grid.artifact_cells(STUDIES[study], config, artifact)
-    return [f"{cell.run_dir}/metrics.json" for cell in cells]
-
-
 for _study in STUDIES:
     for _artifact in STUDIES[_study]["artifacts"]:
         _out = artifact_outputs(_study, _artifact)
@@ -22,14 +17,14 @@ for _study in STUDIES:
                 tables=_out["tables"],
                 figures=_out["figures"],
                 notebook=_out["notebook"],
-            params:
-                study=_study,
-                artifact=_artifact,
             log:
                 f"logs/notebooks/{_study}_{_artifact}.log",
             conda:
                 ENV
+            params:
+                study=_study,
+                artifact=_artifact,
             shell:
-                "{PYTHON} -m rnnrepro.analysis.run_notebook {input.notebook} {output.notebook} "
+                "python -m rnnrepro.analysis.run_notebook {input.notebook} {output.notebook} "
                 "--study {params.study} --artifact {params.artifact} --metrics {input.metrics:q} "
                 "--tables {output.tables:q} --figures {output.figures:q} > {log} 2>&1"

@@ -14,12 +14,17 @@ from rnnrepro.data.registry import DATASETS
 
 try:
     load_run_config(config)
-    STUDIES = {name: load_study(name) for name in config["studies"]}
+    STUDIES = {
+        name: load_study(name, root=Path(workflow.basedir))
+        for name in config["studies"]
+    }
 except ConfigError as error:
     raise WorkflowError(str(error))
 
 ENV = "../envs/rnnrepro.yaml"
-PYTHON = f"PYTHONPATH={SRC}${{PYTHONPATH:+:$PYTHONPATH}} python"
+# Every rule runs the project's modules from this checkout (also inside a conda env).
+# (The prefix is formatted like a shell command: {{ }} escape braces.)
+shell.prefix(f"set -euo pipefail; export PYTHONPATH='{SRC}':${{{{PYTHONPATH:-}}}}; ")
 
 
 wildcard_constraints:
@@ -51,10 +56,48 @@ def all_artifacts():
 
 
 def cell_of(wildcards):
-    return grid.Cell(wildcards.study, wildcards.corpus, wildcards.model, int(wildcards.fraction),
-                     int(wildcards.seed))
+    return grid.Cell(
+        wildcards.study,
+        wildcards.corpus,
+        wildcards.model,
+        int(wildcards.fraction),
+        int(wildcards.seed),
+    )
 
 
 def mirror():
-    return str(Path(config["data_mirror"]).resolve()) if config["data_mirror"] and "://" not in config[
-        "data_mirror"] else config["data_mirror"]
+    return (
+        str(Path(config["data_mirror"]).resolve())
+        if config["data_mirror"] and "://" not in config["data_mirror"]
+        else config["data_mirror"]
+    )
+
+
+def raw_file(wildcards):
+    return f"data/raw/{wildcards.dataset}/{DATASETS[wildcards.dataset].file_name}"
+
+
+def train_inputs(wildcards):
+    cell = cell_of(wildcards)
+    corpus = f"data/processed/{cell.corpus}"
+    inputs = {
+        "train": grid.train_file(cell.corpus, cell.fraction),
+        "valid": f"{corpus}/valid.txt",
+        "test": f"{corpus}/test.txt",
+        "vocab": f"{corpus}/vocab.txt",
+    }
+    parent = grid.parent_cell(STUDIES[cell.study], cell)
+    if parent is not None:
+        inputs["init"] = f"{parent.run_dir}/model.pt"
+    return inputs
+
+
+def cell_config(wildcards):
+    return json.dumps(
+        grid.resolve_cell(STUDIES[wildcards.study], config, cell_of(wildcards))
+    )
+
+
+def artifact_metrics(study, artifact):
+    cells = grid.artifact_cells(STUDIES[study], config, artifact)
+    return [f"{cell.run_dir}/metrics.json" for cell in cells]

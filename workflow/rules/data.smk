@@ -2,22 +2,18 @@
 # vocabulary, stats) -> fraction subsets of the training split (nested prefixes).
 
 
-def raw_file(wildcards):
-    return f"data/raw/{wildcards.dataset}/{DATASETS[wildcards.dataset].file_name}"
-
-
 rule fetch_dataset:
     output:
         "data/raw/{dataset}/{file}",
-    params:
-        mirror=lambda wildcards: f"--mirror {mirror()}" if config["data_mirror"] else "",
-        trust="--trust-unverified" if config["trust_unverified_downloads"] else "",
     log:
         "logs/data/fetch_{dataset}_{file}.log",
     conda:
         ENV
+    params:
+        mirror=lambda wildcards: f"--mirror {mirror()}" if config["data_mirror"] else "",
+        trust="--trust-unverified" if config["trust_unverified_downloads"] else "",
     shell:
-        "{PYTHON} -m rnnrepro.data fetch {wildcards.dataset} --dest data/raw/{wildcards.dataset} "
+        "python -m rnnrepro.data fetch {wildcards.dataset} --dest data/raw/{wildcards.dataset} "
         "{params.mirror} {params.trust} > {log} 2>&1"
 
 
@@ -35,7 +31,7 @@ rule prepare_dataset:
     conda:
         ENV
     shell:
-        "{PYTHON} -m rnnrepro.data prepare {wildcards.dataset} --raw {input} "
+        "python -m rnnrepro.data prepare {wildcards.dataset} --raw {input} "
         "--out data/processed/{wildcards.dataset} > {log} 2>&1"
 
 
@@ -44,12 +40,12 @@ rule fraction_subset:
         rules.prepare_dataset.output.train,
     output:
         "data/processed/{dataset}/train.fraction{fraction}.txt",
-    params:
-        tokenizer=lambda wildcards: DATASETS[wildcards.dataset].tokenizer,
     log:
         "logs/data/fraction_{dataset}_{fraction}.log",
     conda:
         ENV
+    params:
+        tokenizer=lambda wildcards: DATASETS[wildcards.dataset].tokenizer,
     shell:
-        "{PYTHON} -m rnnrepro.data fraction --train {input} --tokenizer {params.tokenizer} "
+        "python -m rnnrepro.data fraction --train {input} --tokenizer {params.tokenizer} "
         "--percent {wildcards.fraction} --out {output} > {log} 2>&1"
