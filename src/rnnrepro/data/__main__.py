@@ -1,0 +1,83 @@
+"""Command line of the data layer, as the workflow's data rules call it.
+
+    python -m rnnrepro.data fetch DATASET --dest data/raw/DATASET [--mirror M] [--trust-unverified]
+    python -m rnnrepro.data prepare DATASET --raw data/raw/DATASET/FILE --out data/processed/DATASET
+    python -m rnnrepro.data fraction --train data/processed/DATASET/train.txt --tokenizer word \\
+        --percent 20 --out data/processed/DATASET/train.fraction20.txt
+    python -m rnnrepro.data info
+
+Expected failures print one line on stderr and exit with status 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from .download import MIRROR_ENV, fetch
+from .preprocess import fraction, prepare
+from .registry import DATASETS, DataError
+
+
+def _info() -> None:
+    header = ("id", "tokenizer", "archive", "file", "sha256", "source")
+    rows = [
+        (d.id, d.tokenizer, d.archive, d.file_name,
+         "generated" if d.archive == "synthetic" else "verified" if d.sha256 else "NONE (needs --trust-unverified)",
+         d.urls[0] if d.urls else f"seed {d.synthetic.seed}")
+        for d in DATASETS.values()
+    ]
+    widths = [max(len(str(row[i])) for row in (header, *rows)) for i in range(len(header))]
+    for row in (header, *rows):
+        print("  ".join(str(cell).ljust(width) for cell, width in zip(row, widths)).rstrip())
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m rnnrepro.data", description=__doc__.split("\n\n")[0])
+    commands = parser.add_subparsers(dest="command", required=True)
+
+    p = commands.add_parser("fetch", help="download a dataset's raw file and check its sha256")
+    p.add_argument("dataset", choices=DATASETS)
+    p.add_argument("--dest", required=True, help="folder to write the raw file into")
+    p.add_argument("--mirror", help=f"directory or URL prefix to fetch from (default: ${MIRROR_ENV}, "
+                                    "else the canonical URLs)")
+    p.add_argument("--trust-unverified", action="store_true",
+                   help="accept a dataset whose registry entry has no sha256")
+
+    p = commands.add_parser("prepare", help="write the processed splits, vocab.txt and stats.json")
+    p.add_argument("dataset", choices=DATASETS)
+    p.add_argument("--raw", required=True, help="the raw file fetch wrote")
+    p.add_argument("--out", required=True, help="folder for the processed files")
+
+    p = commands.add_parser("fraction", help="write the first P %% of a training split")
+    p.add_argument("--train", required=True, help="processed train.txt")
+    p.add_argument("--tokenizer", required=True, choices=("word", "char"))
+    p.add_argument("--percent", required=True, type=int, help="1..100")
+    p.add_argument("--out", required=True, help="output file, e.g. train.fraction20.txt")
+
+    commands.add_parser("info", help="list the dataset registry")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    try:
+        if args.command == "fetch":
+            print(fetch(args.dataset, args.dest, mirror=args.mirror, trust_unverified=args.trust_unverified))
+        elif args.command == "prepare":
+            stats = prepare(args.dataset, args.raw, args.out)
+            tokens = ", ".join(f"{split} {count:,}" for split, count in stats["tokens"].items())
+            print(f"{args.dataset}: {tokens} tokens; vocabulary {stats['vocab_size']:,} -> {args.out}")
+        elif args.command == "fraction":
+            kept = fraction(args.train, args.percent, args.out, tokenizer=args.tokenizer)
+            print(f"{args.out}: {kept['tokens']:,} of {kept['of_tokens']:,} tokens ({args.percent} %)")
+        else:
+            _info()
+    except DataError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,188 @@
+"""The training CLI on a synthetic corpus: outputs, learning, resume after a kill, SIGTERM, NaN."""
+
+import json
+import math
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+
+import pytest
+import yaml
+
+from rnnrepro import grid
+from rnnrepro.configuration import REPO_ROOT, load_study
+from rnnrepro.data import fetch, prepare
+
+TIMING_KEYS = {"wall_seconds", "train_seconds", "finished_at", "git_sha"}
+
+
+@pytest.fixture(scope="module")
+def corpus_dir(tmp_path_factory):
+    root = tmp_path_factory.mktemp("data")
+    raw = fetch("synth_ptb", root / "raw")
+    prepare("synth_ptb", raw, root / "processed")
+    return root / "processed"
+
+
+def smoke_config(corpus_dir: Path, model: str, hidden_size: int = 32, embedding_size: int = 16, **recipe) -> dict:
+    """The smoke budget's config of a model, narrowed further to keep these tests fast."""
+    run_config = yaml.safe_load((REPO_ROOT / "config" / "config.yaml").read_text())
+    run_config.update(budget="smoke", device="cpu", threads=1)
+    cfg = grid.resolve_cell(load_study("pru"), run_config, grid.Cell("pru", "synth_ptb", model, 100, 3))
+    cfg["data"] = {"dir": str(corpus_dir), "train_file": str(corpus_dir / "train.txt")}
+    cfg["architecture"].update(hidden_size=hidden_size, embedding_size=embedding_size)
+    cfg["recipe"].update(recipe)
+    return cfg
+
+
+def train_cli(run_dir: Path, cfg: dict, **popen) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-m", "rnnrepro.train", "--run-dir", str(run_dir),
+                             "--config", json.dumps(cfg)], stderr=subprocess.PIPE, text=True, **popen)
+
+
+def finished(proc: subprocess.Popen) -> tuple[int, str]:
+    _, err = proc.communicate(timeout=600)
+    return proc.returncode, err
+
+
+def numbers(run_dir: Path) -> dict:
+    metrics = json.loads((run_dir / "metrics.json").read_text())
+    return {k: v for k, v in metrics.items() if k not in TIMING_KEYS}
+
+
+def history_without_timing(run_dir: Path) -> list[str]:
+    lines = (run_dir / "history.csv").read_text().splitlines()
+    header = lines[0].split(",")
+    keep = [i for i, name in enumerate(header) if name not in {"seconds", "tokens_per_s"}]
+    return [",".join(row.split(",")[i] for i in keep) for row in lines]
+
+
+def unigram_ppl(corpus_dir: Path) -> float:
+    def tokens(split):
+        return [t for line in (corpus_dir / f"{split}.txt").read_text().splitlines() for t in line.split() + ["<eos>"]]
+    counts = Counter(tokens("train"))
+    total = sum(counts.values())
+    test = tokens("test")
+    return math.exp(-sum(math.log(counts[t] / total) for t in test) / len(test))
+
+
+@pytest.fixture(scope="module")
+def reference_run(tmp_path_factory, corpus_dir):
+    """An uninterrupted 3-epoch PRU run, the baseline of the resume tests."""
+    run_dir = tmp_path_factory.mktemp("runs") / "reference"
+    cfg = smoke_config(corpus_dir, "pru_g4_k2_m1400", epochs=3)
+    code, err = finished(train_cli(run_dir, cfg))
+    assert code == 0, err
+    return run_dir, cfg
+
+
+def test_outputs_and_learning(reference_run, corpus_dir):
+    run_dir, cfg = reference_run
+    for name in ("config.json", "history.csv", "metrics.json", "model.pt"):
+        assert (run_dir / name).exists(), name
+    assert json.loads((run_dir / "config.json").read_text()) == cfg
+    metrics = json.loads((run_dir / "metrics.json").read_text())
+    assert metrics["epochs"] == 3 and metrics["params"] > 0
+    assert metrics["torch_version"] and metrics["device"] == "cpu"
+    history = (run_dir / "history.csv").read_text().splitlines()
+    assert history[0].startswith("epoch,train_loss,train_ppl,val_loss,val_ppl,lr")
+    assert len(history) == 1 + 3
+
+
+def test_synthetic_corpus_rewards_a_recurrent_model(corpus_dir, tmp_path):
+    """An LSTM trained briefly on the synthetic corpus clearly beats a unigram model."""
+    cfg = smoke_config(corpus_dir, "lstm_m1000", hidden_size=64, epochs=2, dropout_input=0.0,
+                       dropout_hidden=0.0, dropout_output=0.0, ar_alpha=0.0, tar_beta=0.0)
+    cfg["architecture"].update(layers=1, tie_weights=False)
+    code, err = finished(train_cli(tmp_path / "lstm", cfg))
+    assert code == 0, err
+    test_ppl = json.loads((tmp_path / "lstm" / "metrics.json").read_text())["test_ppl"]
+    assert test_ppl < 0.6 * unigram_ppl(corpus_dir)
+
+
+def test_killed_run_resumes_bit_for_bit(reference_run, tmp_path):
+    _, cfg = reference_run
+    run_dir = tmp_path / "killed"
+    proc = train_cli(run_dir, cfg)
+    deadline = time.time() + 300
+    log = ""
+    while "epoch 1:" not in log:  # the line is printed after epoch 1's checkpoint is written
+        line = proc.stderr.readline()
+        assert line or proc.poll() is None, "training ended before it could be killed"
+        log += line
+        assert time.time() < deadline
+    time.sleep(0.5)  # now well inside epoch 2
+    proc.kill()
+    proc.wait()
+    assert not (run_dir / "metrics.json").exists()
+    code, err = finished(train_cli(run_dir, cfg))
+    assert code == 0, err
+    assert "resuming from" in err
+    assert numbers(run_dir) == numbers(reference_run[0])
+    assert history_without_timing(run_dir) == history_without_timing(reference_run[0])
+
+
+def test_sigterm_checkpoints_mid_epoch_and_resumes(reference_run, tmp_path):
+    _, cfg = reference_run
+    run_dir = tmp_path / "terminated"
+    proc = train_cli(run_dir, cfg)
+    while "epoch 1:" not in proc.stderr.readline():
+        assert proc.poll() is None
+    time.sleep(0.3)
+    proc.send_signal(signal.SIGTERM)
+    code, err = finished(proc)
+    assert code == 143, err
+    assert "stopped by SIGTERM" in err
+    code, err = finished(train_cli(run_dir, cfg))
+    assert code == 0, err
+    assert "resuming from" in err and "row 0" not in err  # continued mid-epoch
+    assert numbers(run_dir) == numbers(reference_run[0])
+
+
+def test_changed_config_starts_afresh(reference_run, tmp_path):
+    _, cfg = reference_run
+    run_dir = tmp_path / "changed"
+    code, err = finished(train_cli(run_dir, dict(cfg, recipe=dict(cfg["recipe"], epochs=1))))
+    assert code == 0, err
+    code, err = finished(train_cli(run_dir, dict(cfg, recipe=dict(cfg["recipe"], epochs=1, lr=10.0))))
+    assert code == 0, err
+    assert "different config" in err
+
+
+def test_nan_loss_stops_with_a_clear_error(corpus_dir, tmp_path):
+    cfg = smoke_config(corpus_dir, "lstm_m1000", lr=1e38, clip=1e38, epochs=1, ar_alpha=0.0, tar_beta=0.0)
+    code, err = finished(train_cli(tmp_path / "nan", cfg))
+    assert code == 1
+    assert "the training loss is nan" in err or "the training loss is inf" in err
+    assert "Lower `lr` or `clip`" in err
+    assert not (tmp_path / "nan" / "metrics.json").exists()
+
+
+def test_finetune_starts_from_parent(reference_run, corpus_dir, tmp_path):
+    parent_dir, _ = reference_run
+    cfg = smoke_config(corpus_dir, "awd_pru_g4_k2_m1400_ft", epochs=2)
+    cfg["init_from"] = str(parent_dir / "model.pt")
+    code, err = finished(train_cli(tmp_path / "ft", cfg))
+    # the parent is a standard-dropout PRU of the same shape, so the weights load
+    assert code == 0, err
+    metrics = json.loads((tmp_path / "ft" / "metrics.json").read_text())
+    parent = json.loads((parent_dir / "metrics.json").read_text())
+    # the starting point counts as the first best: finetuning never ends worse on validation
+    assert metrics["best_val_loss_during_training"] <= parent["best_val_loss_during_training"] + 1e-6
+
+
+def test_bad_config_is_rejected(tmp_path, corpus_dir):
+    cfg = smoke_config(corpus_dir, "lstm_m1000")
+    cfg["recipe"]["optimiser"] = cfg["recipe"].pop("optimizer")
+    code, err = finished(train_cli(tmp_path / "bad", cfg))
+    assert code == 1 and "unknown key 'optimiser'" in err
+
+
+def test_missing_dataset_is_named(tmp_path, corpus_dir):
+    cfg = smoke_config(corpus_dir, "lstm_m1000")
+    cfg["data"] = {"dir": str(tmp_path / "nowhere"), "train_file": str(tmp_path / "nowhere" / "train.txt")}
+    code, err = finished(train_cli(tmp_path / "missing", cfg))
+    assert code == 1 and "nowhere" in err
