@@ -78,7 +78,7 @@ def test_resolved_cell_follows_recipe_dataset_and_budget(run_config, pru):
     cell = grid.Cell("pru", "synth_wt2", "awd_pru_g4_k2_m1400", 100, 1111)
     resolved = grid.resolve_cell(pru, smoke, cell)
     assert resolved["dataset"] == "wt2" and resolved["corpus"] == "synth_wt2"
-    assert resolved["recipe"]["batch_size"] == 8              # the budget wins over the dataset
+    assert resolved["recipe"]["batch_size"] == 16             # the budget wins over the dataset
     assert resolved["architecture"]["hidden_size"] == 112     # 1400 x 0.08
     assert resolved["architecture"]["embedding_size"] == 32
 

@@ -174,6 +174,25 @@ def test_every_source_failing_lists_them(register, tmp_path):
     assert message.count("toy.txt") >= 4 and MIRROR_ENV in message
 
 
+def test_member_sha256_checks_an_archive_without_a_published_digest(register, tmp_path):
+    """PTB's archive has no published sha256: its members are checked instead."""
+    members = {"d/train.txt": "a b\n", "d/valid.txt": "a\n", "d/test.txt": "b\n"}
+    digests = tuple((m, sha256(text.encode())) for m, text in members.items())
+    mirror = tmp_path / "mirror"
+    mirror.mkdir()
+    make_tgz(mirror / "toy.tgz", members)
+    register(file_name="toy.tgz", archive="tgz", splits=SplitMembers(*members), tokenizer="word",
+             member_sha256=digests)
+    assert fetch("toy", tmp_path / "raw", mirror=str(mirror)).exists()
+
+    make_tgz(mirror / "toy.tgz", {**members, "d/test.txt": "tampered\n"})
+    (tmp_path / "raw" / "toy.tgz").unlink()
+    with pytest.raises(ChecksumError, match=r"member sha256 mismatch .* d/test.txt") as error:
+        fetch("toy", tmp_path / "raw", mirror=str(mirror))
+    assert sha256(b"tampered\n") in str(error.value)
+    assert list((tmp_path / "raw").iterdir()) == []
+
+
 def test_unverified_dataset_needs_explicit_trust(register, tmp_path):
     content = b"no published sha256\n"
     mirror = tmp_path / "mirror"
@@ -196,11 +215,16 @@ def test_registry_entries_are_consistent():
         assert dataset.urls or dataset.archive == "synthetic"
         for digest in dataset.sha256 or ():
             assert len(digest.sha256) == 64 and int(digest.sha256, 16) >= 0 and digest.note
+        for member, digest in dataset.member_sha256:
+            assert len(digest) == 64 and int(digest, 16) >= 0
+            assert member in (dataset.splits.train, dataset.splits.valid, dataset.splits.test)
         if dataset.synthetic and isinstance(dataset.splits, SplitByPercent):
             total = sum(dataset.synthetic.sizes)
             assert [100 * s // total for s in dataset.synthetic.sizes] == [
                 dataset.splits.train, dataset.splits.valid, dataset.splits.test]
-    assert registry.get_dataset("ptb").sha256 is None and not registry.get_dataset("ptb").verified
+    # PTB: no published digest of the archive, so its members are verified instead
+    assert registry.get_dataset("ptb").sha256 is None and registry.get_dataset("ptb").verified
+    assert registry.get_dataset("wt2").sha256 and not registry.get_dataset("ptb_char").verified
     with pytest.raises(DataError, match="unknown dataset 'nope'"):
         registry.get_dataset("nope")
 

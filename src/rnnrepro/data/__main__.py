@@ -19,11 +19,21 @@ from .preprocess import fraction, prepare
 from .registry import DATASETS, DataError
 
 
+def _verification(d) -> str:
+    if d.archive == "synthetic":
+        return "generated"
+    if d.sha256:
+        return "verified"
+    if d.member_sha256:
+        return "verified (members)"
+    return "NONE (needs --trust-unverified)"
+
+
 def _info() -> None:
     header = ("id", "tokenizer", "archive", "file", "sha256", "source")
     rows = [
         (d.id, d.tokenizer, d.archive, d.file_name,
-         "generated" if d.archive == "synthetic" else "verified" if d.sha256 else "NONE (needs --trust-unverified)",
+         _verification(d),
          d.urls[0] if d.urls else f"seed {d.synthetic.seed}")
         for d in DATASETS.values()
     ]

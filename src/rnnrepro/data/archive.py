@@ -8,6 +8,7 @@ registry describes. Only the requested members are then written, as plain files.
 
 from __future__ import annotations
 
+import hashlib
 import posixpath
 import shutil
 import tarfile
@@ -108,3 +109,27 @@ def extract_members(archive: Path, kind: str, members: Iterable[str], target: Pa
             f"{archive} is not a readable {kind} archive ({exc}); delete it and fetch again"
         ) from None
     return extracted
+
+
+def member_digests(archive: Path, kind: str, members: Iterable[str]) -> dict[str, str]:
+    """sha256 of each requested member that the archive holds (none if it is unreadable)."""
+    wanted = {member_key(m): m for m in members}
+    digests: dict[str, str] = {}
+    try:
+        if kind == "tgz":
+            with tarfile.open(archive, "r:*") as tar:
+                for entry in tar.getmembers():
+                    if entry.isfile() and member_key(entry.name) in wanted:
+                        with tar.extractfile(entry) as f:
+                            digests[wanted[member_key(entry.name)]] = hashlib.file_digest(f, "sha256").hexdigest()
+        elif kind == "zip":
+            with zipfile.ZipFile(archive) as zf:
+                for info in zf.infolist():
+                    if member_key(info.filename) in wanted:
+                        with zf.open(info) as f:
+                            digests[wanted[member_key(info.filename)]] = hashlib.file_digest(f, "sha256").hexdigest()
+        else:
+            raise ValueError(f"member_digests handles 'tgz' and 'zip', not {kind!r}")
+    except (tarfile.TarError, zipfile.BadZipFile, EOFError, OSError):
+        return {}
+    return digests

@@ -25,6 +25,7 @@ from pathlib import Path
 
 from tqdm import tqdm
 
+from .archive import member_digests
 from .registry import DataError, Dataset, get_dataset
 from .synthetic import synthetic_bytes
 
@@ -120,6 +121,14 @@ def _check(dataset: Dataset, path: Path, origin: str) -> None:
             return
         expected = "; or ".join(f"{d.sha256} ({d.note})" for d in dataset.sha256)
         kind = "sha256"
+    elif dataset.member_sha256:
+        digests = member_digests(path, dataset.archive, [member for member, _ in dataset.member_sha256])
+        wrong = [(m, want, digests.get(m)) for m, want in dataset.member_sha256 if digests.get(m) != want]
+        if not wrong:
+            return
+        kind = "member sha256"
+        expected = "; ".join(f"{m} {want}" for m, want, _ in wrong)
+        actual = "; ".join(f"{m} {got or 'missing'}" for m, _, got in wrong)
     else:
         # Unverified entry the user chose to trust: check the weaker published facts we have.
         size = path.stat().st_size

@@ -66,6 +66,27 @@ class StopFlag:
         self.requested = True
 
 
+def training_step(model: LanguageModel, optimizer: torch.optim.Optimizer, recipe: dict, x: torch.Tensor,
+                  y: torch.Tensor, state: list) -> tuple[torch.Tensor, list]:
+    """One SGD step on a BPTT window; returns the window's cross entropy and the carried state."""
+    for group in optimizer.param_groups:
+        group["lr"] = recipe["lr"] * x.size(0) / recipe["bptt"]
+    out = model(x, [detach_state(s) for s in state])
+    ce = F.cross_entropy(out.logits.reshape(-1, out.logits.size(-1)), y.reshape(-1))
+    loss = ce
+    if recipe["ar_alpha"]:
+        loss = loss + recipe["ar_alpha"] * out.last_dropped.pow(2).mean()
+    if recipe["tar_beta"]:
+        loss = loss + recipe["tar_beta"] * (out.last_raw[1:] - out.last_raw[:-1]).pow(2).mean()
+    if not torch.isfinite(loss):
+        raise TrainingDiverged(f"the training loss is {loss.item()}")
+    optimizer.zero_grad(set_to_none=True)
+    loss.backward()
+    torch.nn.utils.clip_grad_norm_(model.parameters(), recipe["clip"])
+    optimizer.step()
+    return ce.detach(), out.state
+
+
 class Trainer:
     def __init__(self, cfg: dict, model: LanguageModel, corpus, run_dir: Path, device: torch.device):
         self.cfg, self.model, self.corpus, self.device = cfg, model, corpus, device
@@ -149,33 +170,20 @@ class Trainer:
         rows = data.size(0)
         state = p.state if p.state is not None else model.init_state(r["batch_size"])
         started = time.perf_counter()
-        bar = tqdm(total=rows - 2, initial=p.position, desc=f"epoch {p.epoch}/{r['epochs']}",
+        bar = tqdm(total=rows - 1, initial=p.position, desc=f"epoch {p.epoch}/{r['epochs']}",
                    unit="step", file=sys.stderr, mininterval=1 if sys.stderr.isatty() else 30)
         # AWD-LSTM's loop bound: every batch has at least two time steps (TAR needs a difference).
         while p.position < rows - 2:
             seq_len = self._seq_len()
             x, y = get_batch(data, p.position, seq_len)
-            for group in self.optimizer.param_groups:
-                group["lr"] = r["lr"] * x.size(0) / r["bptt"]
-            state = [detach_state(s) for s in state]
-            out = model(x, state)
-            state = out.state
-            ce = F.cross_entropy(out.logits.reshape(-1, self.vocab_size), y.reshape(-1))
-            loss = ce
-            if r["ar_alpha"]:
-                loss = loss + r["ar_alpha"] * out.last_dropped.pow(2).mean()
-            if r["tar_beta"]:
-                loss = loss + r["tar_beta"] * (out.last_raw[1:] - out.last_raw[:-1]).pow(2).mean()
-            if not torch.isfinite(loss):
+            try:
+                ce, state = training_step(model, self.optimizer, r, x, y, state)
+            except TrainingDiverged as e:
                 raise TrainingDiverged(
-                    f"{self._where(p.batches + 1)}: the training loss is {loss.item()} (lr {r['lr']}). "
-                    f"The last good resume checkpoint is kept in {self.ckpt_dir}. Lower `lr` or `clip` of "
-                    f"recipe {self.cfg['recipe_name']!r} in config/studies/{self.cfg['study']}.yaml and rerun "
-                    f"(a changed config starts the cell afresh).")
-            self.optimizer.zero_grad(set_to_none=True)
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_(model.parameters(), r["clip"])
-            self.optimizer.step()
+                    f"{self._where(p.batches + 1)}: {e} (lr {r['lr']}). The last good resume checkpoint is "
+                    f"kept in {self.ckpt_dir}. Lower `lr` or `clip` of recipe {self.cfg['recipe_name']!r} in "
+                    f"config/studies/{self.cfg['study']}.yaml and rerun (a changed config starts the cell "
+                    f"afresh).") from None
             self.averager.update(model)
             p.position += x.size(0)
             p.batches += 1

@@ -1,0 +1,126 @@
+"""The Snakemake workflow itself: lint, formatting, dry runs of the paper grid, and the end-to-end
+smoke run (real Snakemake, real papermill) in a temporary copy of the project."""
+
+import json
+import math
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from rnnrepro.configuration import REPO_ROOT, load_study
+
+BIN = Path(sys.executable).parent
+PROJECT_PARTS = ["Snakefile", "workflow", "config", "notebooks", "profiles", "src"]
+
+
+def copy_project(dest: Path) -> Path:
+    for part in PROJECT_PARTS:
+        source = REPO_ROOT / part
+        if source.is_dir():
+            shutil.copytree(source, dest / part, ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
+        else:
+            shutil.copy(source, dest / part)
+    return dest
+
+
+def snakemake(cwd: Path, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([str(BIN / "snakemake"), *args], cwd=cwd, capture_output=True, text=True,
+                          env={"PATH": f"{BIN}:/usr/bin:/bin", "HOME": str(cwd)}, timeout=1800)
+
+
+@pytest.fixture(scope="module")
+def project(tmp_path_factory) -> Path:
+    return copy_project(tmp_path_factory.mktemp("project"))
+
+
+def test_lint_is_clean(project):
+    result = snakemake(project, "--lint")
+    assert result.returncode == 0, result.stderr
+    assert "Lints for" not in result.stdout + result.stderr
+
+
+def test_snakefmt_check():
+    result = subprocess.run([str(BIN / "snakefmt"), "--check", "Snakefile", "workflow"], cwd=REPO_ROOT,
+                            capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+
+
+def test_dry_run_of_the_paper_table_lists_every_cell(project):
+    result = snakemake(project, "-n", "--config", "budget=paper", "--", "results/tables/pru_table1.csv")
+    assert result.returncode == 0, result.stderr
+    out = result.stdout + result.stderr
+    planned = set(re.findall(r"results/runs/pru/(\w+)/(\w+)/frac100/seed1111/metrics\.json", out))
+    models = load_study("pru")["artifacts"]["table1"]["models"]
+    assert planned == {(dataset, model) for dataset in ("ptb", "wt2") for model in models}
+    assert re.search(r"train_cell\s+20\b", out)
+    assert "data/raw/ptb/simple-examples.tgz" in out and "data/raw/wt2/wikitext-2-v1.zip" in out
+
+
+def test_misspelled_config_key_stops_before_any_job(project):
+    result = snakemake(project, "-n", "--config", "budgett=smoke")
+    assert result.returncode != 0
+    assert "unknown key 'budgett'" in result.stderr
+
+
+def test_wrong_config_type_is_named(project):
+    result = snakemake(project, "-n", "--config", "threads=many")
+    assert result.returncode != 0
+    assert "key 'threads'" in result.stderr
+
+
+@pytest.fixture(scope="module")
+def smoke_run(tmp_path_factory):
+    project = copy_project(tmp_path_factory.mktemp("smoke"))
+    result = snakemake(project, "--profile", "profiles/smoke", "all")
+    assert result.returncode == 0, result.stderr[-5000:]
+    return project
+
+
+@pytest.mark.slow
+def test_smoke_pipeline_produces_table1(smoke_run):
+    table = pd.read_csv(smoke_run / "results/tables/pru_table1.csv")
+    assert len(table) == 20
+    assert set(table["dataset"]) == {"ptb", "wt2"}
+    assert set(table["corpus"]) == {"synth_ptb", "synth_wt2"}
+    for column in ("val_ppl", "test_ppl", "params_m"):
+        assert table[column].map(math.isfinite).all(), column
+    assert (table["budget"] == "smoke").all()
+    assert table["paper_test_ppl"].notna().all()
+    # every reproduced number is the one the run wrote
+    for row in table.itertuples():
+        metrics = json.loads((smoke_run / f"results/runs/pru/{row.corpus}/{row.model}/frac100/seed1111/"
+                              "metrics.json").read_text())
+        assert metrics["test_ppl"] == pytest.approx(row.test_ppl)
+    assert (smoke_run / "results/figures/pru_table1.png").stat().st_size > 10_000
+    executed = json.loads((smoke_run / "results/notebooks/pru_table1.ipynb").read_text())
+    assert executed["metadata"]["papermill"]["parameters"]["study"] == "pru"
+
+
+@pytest.mark.slow
+def test_second_run_has_nothing_to_do(smoke_run):
+    result = snakemake(smoke_run, "-n", "--profile", "profiles/smoke", "all")
+    assert result.returncode == 0, result.stderr
+    assert "Nothing to be done" in result.stdout + result.stderr
+
+
+@pytest.mark.slow
+def test_failing_notebook_is_reported_and_loses_nothing(smoke_run, tmp_path):
+    project = copy_project(tmp_path)
+    shutil.copytree(smoke_run / "results", project / "results")
+    shutil.copytree(smoke_run / "data", project / "data")
+    shutil.copytree(smoke_run / ".snakemake", project / ".snakemake")
+    metrics = sorted((project / "results/runs").rglob("metrics.json"))
+    before = {p: p.stat().st_mtime_ns for p in metrics}
+    with open(project / "notebooks/pru_table1.py", "a") as f:
+        f.write('\n# %%\nraise RuntimeError("deliberately broken")\n')
+    result = snakemake(project, "--profile", "profiles/smoke", "all")
+    assert result.returncode != 0
+    log = (project / "logs/notebooks/pru_table1.log").read_text()
+    assert "notebooks/pru_table1.py failed in cell" in log and "deliberately broken" in log
+    assert (project / "logs/notebooks/pru_table1.failed.ipynb").exists()
+    assert {p: p.stat().st_mtime_ns for p in metrics} == before  # no training cell was rerun
