@@ -22,7 +22,7 @@ import yaml
 from rnnrepro import grid
 from rnnrepro.configuration import REPO_ROOT, load_study
 from rnnrepro.data.registry import DATASETS
-from rnnrepro.train.__main__ import build_model
+from rnnrepro.train.language_model import build_model
 from rnnrepro.train.loop import training_step
 
 

@@ -50,7 +50,7 @@ table
 long = pd.concat([
     table.assign(source=lambda t: "ours (" + t["budget"] + ", " + t["corpus"] + ")", ppl=table["test_ppl"]),
     table.assign(source="paper", ppl=table["paper_test_ppl"]),
-])
+], ignore_index=True)
 grid = sns.catplot(data=long, kind="point", x="model", y="ppl", hue="source", col="dataset",
                    linestyle="none", sharey=False, height=4, aspect=1.6)
 grid.set_axis_labels("", "test perplexity")

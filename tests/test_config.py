@@ -100,3 +100,8 @@ def test_cell_config_rejects_bad_recipe(run_config, pru):
     resolved["recipe"]["lr"] = -1
     with pytest.raises(ConfigError, match=r"recipe.key 'lr'"):
         validate_cell_config(resolved, "cell")
+
+
+def test_unknown_study_is_named(run_config):
+    with pytest.raises(ConfigError, match=r"unknown study 'nosuch'.*known studies: pru"):
+        load_study("nosuch")

@@ -78,6 +78,9 @@ def load_run_config(config: dict, source: str = "config/config.yaml") -> dict:
 
 def load_study(study: str, root: Path = REPO_ROOT) -> dict:
     path = root / "config" / "studies" / f"{study}.yaml"
+    if not path.exists():
+        known = sorted(p.stem for p in path.parent.glob("*.yaml"))
+        raise ConfigError(f"studies: unknown study {study!r} (no {path}); known studies: {', '.join(known)}")
     data = load_yaml(path)
     validate(data, "study", str(path))
     if data["study"] != study:

@@ -99,6 +99,7 @@ def resolve_cell(study: dict, config: dict, cell: Cell) -> dict:
     parent = parent_cell(study, cell)
     return {
         "study": cell.study,
+        "task": study["task"],
         "dataset": dataset,
         "corpus": cell.corpus,
         "model": cell.model,

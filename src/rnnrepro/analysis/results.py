@@ -48,7 +48,7 @@ def paper_values(study: dict, artifact: str) -> pd.DataFrame:
 
 def summarise_seeds(cells: pd.DataFrame, keys: list[str], values: list[str]) -> pd.DataFrame:
     """Mean over seeds of each value, its standard deviation (NaN for one seed) and the seed count."""
-    grouped = cells.groupby(keys, sort=False)
+    grouped = cells.groupby(keys, sort=False, dropna=False)  # LSTM rows have no g/K
     out = grouped[values].mean()
     for value in values:
         out[f"{value}_std"] = grouped[value].std()
