@@ -48,7 +48,7 @@ table
 
 # %%
 long = pd.concat([
-    table.assign(source=lambda t: "ours (" + t["budget"] + ", " + t["corpus"] + ")", ppl=table["test_ppl"]),
+    table.assign(source=lambda t: "ours (" + t["budget"] + " budget)", ppl=table["test_ppl"]),
     table.assign(source="paper", ppl=table["paper_test_ppl"]),
 ], ignore_index=True)
 grid = sns.catplot(data=long, kind="point", x="model", y="ppl", hue="source", col="dataset",
