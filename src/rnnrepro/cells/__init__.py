@@ -15,6 +15,18 @@ from .base import RecurrentLayer, State, detach_state
 CELLS: dict[str, str] = {
     "lstm": "lstm:LSTMLayer",
     "pru": "pru:PRULayer",
+    "lstm_single_bias": "lstm_single_bias:SingleBiasLSTMLayer",
+    "gru": "gru:GRULayer",
+    "gru_single_bias": "gru:SingleBiasGRULayer",
+    "nested_lstm": "nested_lstm:NestedLSTMLayer",
+    "rhn": "rhn:RHNLayer",
+    "grid_lstm": "grid_lstm:GridLSTMLayer",
+    "ps_lru": "lru:PSLRULayer",
+    "rg_lru": "lru:RGLRULayer",
+    "lru": "lru:LRULayer",
+    "lrn": "lrn:LRNLayer",
+    "atr": "atr:ATRLayer",
+    "sru": "sru:SRULayer",
 }
 
 

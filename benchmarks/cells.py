@@ -1,0 +1,134 @@
+"""Forward + backward speed of every recurrent cell beside nn.LSTM (a benchmark, not a test).
+
+    python benchmarks/cells.py            # both shapes, 2 warm-up + 9 timed repeats per cell
+    python benchmarks/cells.py --quick    # 1 warm-up + 3 timed repeats
+    python benchmarks/cells.py --cells lrn sru --shapes small
+
+One layer per cell, on random input that requires a gradient (as an embedding's output does); a
+timed run is forward, sum of the outputs, backward. The cells are timed round-robin, one run of each
+per repeat, so a slow spell of a shared machine hits every cell alike; the table reports the median.
+"x nn.LSTM" is the cell's time per token over nn.LSTM's at the same input and hidden size, measured
+in the same run. The LRU family needs input size = hidden size; its baseline is nn.LSTM at
+hidden -> hidden, marked in the table.
+"""
+
+from __future__ import annotations
+
+import argparse
+import platform
+import statistics
+import time
+from dataclasses import dataclass
+
+import torch
+
+from rnnrepro.cells import CELLS, build_layer
+
+
+@dataclass(frozen=True)
+class Shape:
+    batch: int
+    steps: int
+    input_size: int
+    hidden_size: int
+
+
+SHAPES = {
+    "awd": Shape(batch=20, steps=70, input_size=400, hidden_size=1150),   # AWD-LSTM PTB, middle layer sizes
+    "small": Shape(batch=32, steps=100, input_size=256, hidden_size=256),
+}
+# options of the cells that need them (PRU: g must divide 1150); the studies' settings may differ
+CELL_OPTIONS = {"pru": {"groups": 2, "levels": 2}, "nested_lstm": {"depth": 2}, "rhn": {"recurrence_depth": 2},
+                "grid_lstm": {"depth": 1}}
+SQUARE_ONLY = {"ps_lru", "rg_lru", "lru"}
+BASELINE = "lstm"
+
+
+def parse_args() -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--cells", nargs="+", default=[cell for cell in CELLS if cell != BASELINE],
+                        choices=sorted(CELLS))
+    parser.add_argument("--shapes", nargs="+", default=list(SHAPES), choices=list(SHAPES))
+    parser.add_argument("--quick", action="store_true", help="1 warm-up and 3 timed repeats instead of 2 and 9")
+    parser.add_argument("--threads", type=int, default=torch.get_num_threads())
+    return parser.parse_args()
+
+
+def cpu_name() -> str:
+    try:
+        with open("/proc/cpuinfo") as cpuinfo:
+            return next(line.split(":", 1)[1].strip() for line in cpuinfo if line.startswith("model name"))
+    except (OSError, StopIteration):
+        return platform.processor() or platform.machine()
+
+
+def input_size_for(cell: str, shape: Shape) -> int:
+    return shape.hidden_size if cell in SQUARE_ONLY else shape.input_size
+
+
+def timed_run(layer: torch.nn.Module, x: torch.Tensor) -> float:
+    layer.zero_grad(set_to_none=True)
+    x.grad = None
+    started = time.perf_counter()
+    y, _ = layer(x, layer.init_state(x.size(1)))
+    y.sum().backward()
+    return time.perf_counter() - started
+
+
+def build_runs(cells: list[str], shape: Shape) -> dict[tuple[str, int], tuple[torch.nn.Module, torch.Tensor]]:
+    """(cell, input size) -> (layer, input) for every cell and the nn.LSTM baseline(s) it needs."""
+    torch.manual_seed(0)
+    runs = {}
+    for cell in cells:
+        for name in (cell, BASELINE):
+            key = (name, input_size_for(cell, shape))
+            if key not in runs:
+                layer = build_layer(name, key[1], shape.hidden_size, **CELL_OPTIONS.get(name, {}))
+                runs[key] = (layer, torch.randn(shape.steps, shape.batch, key[1], requires_grad=True))
+    return runs
+
+
+def median_seconds(runs: dict, warmup: int, repeats: int) -> dict[tuple[str, int], float]:
+    seconds = {key: [] for key in runs}
+    for repeat in range(warmup + repeats):
+        for key, (layer, x) in runs.items():  # round-robin: one run of every layer per repeat
+            elapsed = timed_run(layer, x)
+            if repeat >= warmup:
+                seconds[key].append(elapsed)
+    return {key: statistics.median(values) for key, values in seconds.items()}
+
+
+def benchmark_shape(cells: list[str], shape: Shape, warmup: int, repeats: int) -> list[dict]:
+    runs = build_runs(cells, shape)
+    median = median_seconds(runs, warmup, repeats)
+    baselines = sorted((key for key in runs if key[0] == BASELINE), key=lambda key: key[1] != shape.input_size)
+    tokens = shape.batch * shape.steps
+    return [{"cell": key[0], "options": CELL_OPTIONS.get(key[0], {}), "input": key[1],
+             "ms": 1000 * median[key], "tokens_per_s": tokens / median[key],
+             "vs_lstm": median[key] / median[BASELINE, key[1]]}
+            for key in baselines + [(cell, input_size_for(cell, shape)) for cell in cells]]
+
+
+def print_table(name: str, shape: Shape, rows: list[dict]) -> None:
+    print(f"\n### {name}: batch {shape.batch}, length {shape.steps}, "
+          f"{shape.input_size} -> {shape.hidden_size}, forward + backward\n")
+    print("| cell | options | input | ms / batch | tokens / s | x nn.LSTM |")
+    print("|---|---|---:|---:|---:|---:|")
+    for row in rows:
+        options = ", ".join(f"{k}={v}" for k, v in row["options"].items())
+        print(f"| {row['cell']} | {options} | {row['input']} | {row['ms']:.1f} | {row['tokens_per_s']:,.0f} "
+              f"| {row['vs_lstm']:.2f} |")
+
+
+def main() -> None:
+    args = parse_args()
+    torch.set_num_threads(args.threads)
+    warmup, repeats = (1, 3) if args.quick else (2, 9)
+    print(f"torch {torch.__version__}, {args.threads} threads, {cpu_name()}, "
+          f"median of {repeats} round-robin repeats after {warmup} warm-up")
+    for name in args.shapes:
+        print_table(name, SHAPES[name], benchmark_shape(args.cells, SHAPES[name], warmup, repeats))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,140 @@
+"""Gated recurrent unit (Cho et al., 2014) in its two parameterisations.
+
+``gru`` -- torch.nn.GRU, the cuDNN form: the reset gate acts after the recurrent product and every
+gate has two biases:
+
+    r_t = σ(W_ir x_t + b_ir + W_hr h_{t-1} + b_hr)
+    z_t = σ(W_iz x_t + b_iz + W_hz h_{t-1} + b_hz)
+    n_t = tanh(W_in x_t + b_in + r_t ⊙ (W_hn h_{t-1} + b_hn))
+    h_t = z_t ⊙ h_{t-1} + (1 - z_t) ⊙ n_t
+
+    parameters: 3M(N + M) + 6M.  Runs in the fused kernel; weight drop swaps ``rnn.weight_hh_l0``.
+
+``gru_single_bias`` -- the form of Cho et al. (2014; arXiv 1406.1078v3) as TensorFlow's GRUCell and
+the LRN authors' GRUCell implement it: the reset gate acts on h_{t-1} *before* the recurrent product
+and each gate has one bias:
+
+    r_t = σ(W_r x_t + U_r h_{t-1} + b_r)
+    u_t = σ(W_u x_t + U_u h_{t-1} + b_u)
+    c_t = tanh(W_c x_t + U_c (r_t ⊙ h_{t-1}) + b_c)
+    h_t = u_t ⊙ h_{t-1} + (1 - u_t) ⊙ c_t
+
+    parameters: 3(NM + M^2 + M), stored as weight_ih (rows r, u, c; 3M x N), weight_hh (3M x M) and
+    bias (3M).
+
+The published Nested-LSTM comparison (Distill's autocomplete study, TensorFlow's GRUCell) and the LRN
+paper (its own GRUCell) count exactly this: 2 layers of 600 units on a 600-d embedding give
+2 x 3(600·600 + 600·600 + 600) = 4,323,600, where nn.GRU's second bias gives 4,327,200. (The count
+alone would also fit a reset-after GRU without b_hn; the authors' code settles it as reset-before.)
+It is also the GRU the Lattice Recurrent Unit is derived from (``lru.py`` reuses its recurrence).
+
+No fused kernel computes the reset-before form, so its recurrence is a hand-written autograd Function
+(see ``recurrence.py``): W_r, W_u, W_c act on the whole sequence at once, the loop does the two
+products with h_{t-1}.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from .base import RecurrentLayer
+from .recurrence import (grad_or_zeros, sigmoid_grad, tanh_grad, uniform_init_, weight_grad,
+                         zero_state)
+
+
+class _ResetBeforeGRURecurrence(torch.autograd.Function):
+    """h_1..h_T of the single-bias GRU, given the hoisted input projections (T, B, 3M) and h_0."""
+
+    @staticmethod
+    def forward(ctx, projected: torch.Tensor, h0: torch.Tensor, weight_hh: torch.Tensor) -> torch.Tensor:
+        hidden_size = h0.size(1)
+        gate_weight_t = weight_hh[: 2 * hidden_size].t()
+        candidate_weight_t = weight_hh[2 * hidden_size:].t()
+        steps = projected.size(0)
+        gates = projected.new_empty(steps, h0.size(0), 2 * hidden_size)  # r, u after the sigmoid
+        candidates = projected.new_empty(steps, *h0.shape)
+        hidden = torch.empty_like(candidates)
+        h = h0
+        for t in range(steps):
+            torch.addmm(projected[t, :, : 2 * hidden_size], h, gate_weight_t, out=gates[t]).sigmoid_()
+            reset, update = gates[t].chunk(2, dim=1)
+            torch.addmm(projected[t, :, 2 * hidden_size:], reset * h, candidate_weight_t,
+                        out=candidates[t]).tanh_()
+            h = torch.lerp(candidates[t], h, update, out=hidden[t])  # u ⊙ h + (1 - u) ⊙ c
+        ctx.save_for_backward(h0, weight_hh, gates, candidates, hidden)
+        return hidden
+
+    @staticmethod
+    def backward(ctx, grad_hidden: torch.Tensor):
+        h0, weight_hh, gates, candidates, hidden = ctx.saved_tensors
+        hidden_size = h0.size(1)
+        gate_weight, candidate_weight = weight_hh[: 2 * hidden_size], weight_hh[2 * hidden_size:]
+        previous = torch.cat([h0.unsqueeze(0), hidden[:-1]])
+        grad_hidden = grad_or_zeros(grad_hidden, hidden)
+        grad_projected = gates.new_empty(gates.size(0), gates.size(1), 3 * hidden_size)
+        grad_h = torch.zeros_like(h0)
+        for t in range(gates.size(0) - 1, -1, -1):
+            grad_h = grad_h + grad_hidden[t]
+            reset, update = gates[t].chunk(2, dim=1)
+            grad_candidate = tanh_grad(grad_h * (1 - update), candidates[t])
+            grad_reset_h = grad_candidate @ candidate_weight
+            grad_gates = torch.cat([sigmoid_grad(grad_reset_h * previous[t], reset),
+                                    sigmoid_grad(grad_h * (previous[t] - candidates[t]), update)], dim=1)
+            grad_projected[t] = torch.cat([grad_gates, grad_candidate], dim=1)
+            grad_h = grad_h * update + grad_reset_h * reset + grad_gates @ gate_weight
+        reset_previous = gates[..., :hidden_size] * previous
+        grad_weight_hh = torch.cat([weight_grad(grad_projected[..., : 2 * hidden_size], previous),
+                                    weight_grad(grad_projected[..., 2 * hidden_size:], reset_previous)])
+        return grad_projected, grad_h, grad_weight_hh
+
+
+def reset_before_gru_sequence(projected: torch.Tensor, h0: torch.Tensor, weight_hh: torch.Tensor) -> torch.Tensor:
+    """Hidden states (T, B, M) of the single-bias GRU; ``projected`` = W x_t + b, rows r, u, c."""
+    return _ResetBeforeGRURecurrence.apply(projected, h0, weight_hh)
+
+
+class GRULayer(RecurrentLayer):
+    """nn.GRU (two biases, reset after the product); state h (B, M)."""
+
+    recurrent_weight_names = ("rnn.weight_hh_l0",)
+
+    def __init__(self, input_size: int, hidden_size: int):
+        super().__init__(input_size, hidden_size)
+        self.rnn = nn.GRU(input_size, hidden_size)
+
+    @staticmethod
+    def parameter_count(input_size: int, hidden_size: int) -> int:
+        return 3 * hidden_size * (input_size + hidden_size) + 6 * hidden_size
+
+    def init_state(self, batch_size: int, device=None, dtype=None) -> torch.Tensor:
+        return zero_state(self.rnn.weight_hh_l0, batch_size, self.hidden_size, device=device, dtype=dtype)
+
+    def forward(self, x: torch.Tensor, state: torch.Tensor):
+        y, h = self.rnn(x, state.unsqueeze(0))  # nn.GRU wants (layers, B, M)
+        return y, h.squeeze(0)
+
+
+class SingleBiasGRULayer(RecurrentLayer):
+    """Single-bias GRU with the reset gate before the recurrent product; state h (B, M)."""
+
+    recurrent_weight_names = ("weight_hh",)
+
+    def __init__(self, input_size: int, hidden_size: int):
+        super().__init__(input_size, hidden_size)
+        self.weight_ih = nn.Parameter(torch.empty(3 * hidden_size, input_size))
+        self.weight_hh = nn.Parameter(torch.empty(3 * hidden_size, hidden_size))
+        self.bias = nn.Parameter(torch.empty(3 * hidden_size))
+        uniform_init_(self, hidden_size)
+
+    @staticmethod
+    def parameter_count(input_size: int, hidden_size: int) -> int:
+        return 3 * (input_size * hidden_size + hidden_size * hidden_size + hidden_size)
+
+    def init_state(self, batch_size: int, device=None, dtype=None) -> torch.Tensor:
+        return zero_state(self.weight_hh, batch_size, self.hidden_size, device=device, dtype=dtype)
+
+    def forward(self, x: torch.Tensor, state: torch.Tensor):
+        hidden = reset_before_gru_sequence(F.linear(x, self.weight_ih, self.bias), state, self.weight_hh)
+        return hidden, hidden[-1]
