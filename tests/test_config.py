@@ -103,5 +103,5 @@ def test_cell_config_rejects_bad_recipe(run_config, pru):
 
 
 def test_unknown_study_is_named(run_config):
-    with pytest.raises(ConfigError, match=r"unknown study 'nosuch'.*known studies: pru"):
+    with pytest.raises(ConfigError, match=r"unknown study 'nosuch'.*known studies: .*\bpru\b"):
         load_study("nosuch")

@@ -215,16 +215,18 @@ def test_registry_entries_are_consistent():
         assert dataset.urls or dataset.archive == "synthetic"
         for digest in dataset.sha256 or ():
             assert len(digest.sha256) == 64 and int(digest.sha256, 16) >= 0 and digest.note
+        splits = dataset.splits
+        members = splits.member if isinstance(splits, SplitByPercent) else (splits.train, splits.valid, splits.test)
         for member, digest in dataset.member_sha256:
             assert len(digest) == 64 and int(digest, 16) >= 0
-            assert member in (dataset.splits.train, dataset.splits.valid, dataset.splits.test)
+            assert member in members
         if dataset.synthetic and isinstance(dataset.splits, SplitByPercent):
             total = sum(dataset.synthetic.sizes)
             assert [100 * s // total for s in dataset.synthetic.sizes] == [
                 dataset.splits.train, dataset.splits.valid, dataset.splits.test]
     # PTB: no published digest of the archive, so its members are verified instead
     assert registry.get_dataset("ptb").sha256 is None and registry.get_dataset("ptb").verified
-    assert registry.get_dataset("wt2").sha256 and not registry.get_dataset("ptb_char").verified
+    assert registry.get_dataset("wt2").sha256 and not registry.get_dataset("text8").verified
     with pytest.raises(DataError, match="unknown dataset 'nope'"):
         registry.get_dataset("nope")
 

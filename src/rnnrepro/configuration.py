@@ -18,6 +18,8 @@ import yaml
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 SCHEMA_DIR = REPO_ROOT / "workflow" / "schemas"
+# task -> the definition in study.schema.yaml that a resolved recipe of that task must satisfy
+RECIPE_DEFINITIONS = {"lm": "recipe", "autocomplete": "autocomplete_recipe"}
 
 
 class ConfigError(ValueError):
@@ -37,10 +39,12 @@ def load_yaml(path: Path) -> Any:
 def _schema(name: str) -> dict:
     schema = load_yaml(SCHEMA_DIR / f"{name}.schema.yaml")
     defs = schema.get("$defs", {})
-    if "recipe_fields" in defs:
-        # A recipe needs every field; an override may name any subset of them.
-        defs["recipe"]["properties"] = defs["recipe_fields"]
-        defs["recipe_override"]["properties"] = defs["recipe_fields"]
+    # A recipe needs every field; an override may name any subset of them. Each task has its own
+    # `<prefix>recipe_fields` (prefix "" for lm, "autocomplete_" for autocomplete).
+    for name in [name for name in defs if name.endswith("recipe_fields")]:
+        prefix = name.removesuffix("recipe_fields")
+        defs[f"{prefix}recipe"]["properties"] = defs[name]
+        defs[f"{prefix}recipe_override"]["properties"] = defs[name]
     return schema
 
 
@@ -108,6 +112,15 @@ def _check_references(study: dict, source: str) -> None:
         for recipe in budget.get("recipes", {}):
             if recipe not in recipes:
                 problems.append(f"budgets.{budget_name}.recipes.{recipe}: unknown recipe")
+        for name, smaller in budget.get("artifacts", {}).items():
+            if name not in study["artifacts"]:
+                problems.append(f"budgets.{budget_name}.artifacts.{name}: unknown artifact")
+                continue
+            for key in ("datasets", "models", "fractions"):
+                extra = set(smaller.get(key, [])) - set(study["artifacts"][name][key])
+                if extra:
+                    problems.append(f"budgets.{budget_name}.artifacts.{name}.{key}: {sorted(extra)} not in "
+                                    f"artifacts.{name}.{key} (a budget can only leave cells out)")
     for artifact, datasets in study["paper"].items():
         if artifact not in study["artifacts"]:
             problems.append(f"paper.{artifact}: unknown artifact")
@@ -130,7 +143,7 @@ def merged(base: dict, *overrides: dict) -> dict:
 def validate_cell_config(cfg: dict, source: str) -> dict:
     """Check a resolved training-cell config (the train CLI's input)."""
     validate(cfg, "cell", source)
-    recipe_schema = {"$defs": _schema("study")["$defs"], "$ref": "#/$defs/recipe"}
+    recipe_schema = {"$defs": _schema("study")["$defs"], "$ref": f"#/$defs/{RECIPE_DEFINITIONS[cfg['task']]}"}
     errors = list(jsonschema.Draft202012Validator(recipe_schema).iter_errors(cfg["recipe"]))
     if errors:
         details = "\n  ".join("recipe." + _describe(e, recipe_schema) for e in errors[:5])

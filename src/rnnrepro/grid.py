@@ -3,7 +3,13 @@
 A *cell* is one training run: study x dataset x model x data fraction x seed. Its folder is
 ``results/runs/{study}/{corpus}/{model}/frac{fraction}/seed{seed}/`` where ``corpus`` is the data it
 is actually trained on: the paper's dataset id, or the budget's stand-in for it (the smoke budget
-trains on synthetic corpora, so real and synthetic results never share a folder).
+trains on synthetic corpora, so real and synthetic results never share a folder). When a budget
+trains several paper datasets on one stand-in, the folder is ``{corpus}-{dataset}`` so their runs stay
+apart (:func:`data_key`); ``Cell.corpus`` holds that folder name.
+
+A model may give a ``param_budget`` instead of a ``hidden_size``: the cell is then sized to the
+hidden size whose language model comes closest to it (:mod:`rnnrepro.sizing`), with the corpus's
+vocabulary size from the study's ``vocab_sizes``.
 
 The resolved config of a cell is everything the training CLI needs and nothing else; it is passed to
 the train rule as a parameter and saved as ``config.json`` in the run folder. No torch here.
@@ -15,6 +21,7 @@ import itertools
 from dataclasses import dataclass
 
 from .configuration import ConfigError, merged
+from .sizing import hidden_size_for_budget
 
 RUNS = "results/runs"
 PROCESSED = "data/processed"
@@ -23,7 +30,7 @@ PROCESSED = "data/processed"
 @dataclass(frozen=True)
 class Cell:
     study: str
-    corpus: str
+    corpus: str  # the run folder's data key (data_key): the corpus, or `corpus-dataset`
     model: str
     fraction: int
     seed: int
@@ -42,12 +49,24 @@ def corpus_for(study: dict, config: dict, dataset: str) -> str:
     return budget_of(study, config).get("datasets", {}).get(dataset, dataset)
 
 
-def dataset_for(study: dict, config: dict, corpus: str) -> str:
-    """The paper dataset a corpus stands for under the current budget (inverse of corpus_for)."""
-    for dataset, stand_in in budget_of(study, config).get("datasets", {}).items():
-        if stand_in == corpus:
+def data_key(study: dict, config: dict, dataset: str) -> str:
+    """A paper dataset's run-folder name: its corpus, plus the dataset if the corpus stands in for several."""
+    corpus = corpus_for(study, config, dataset)
+    stand_ins = list(budget_of(study, config).get("datasets", {}).values())
+    return f"{corpus}-{dataset}" if stand_ins.count(corpus) > 1 else corpus
+
+
+def dataset_for(study: dict, config: dict, key: str) -> str:
+    """The paper dataset of a run folder's data key under the current budget (inverse of data_key)."""
+    for dataset in budget_of(study, config).get("datasets", {}):
+        if data_key(study, config, dataset) == key:
             return dataset
-    return corpus
+    return key
+
+
+def trained_corpus(study: dict, config: dict, cell: Cell) -> str:
+    """The corpus a cell trains on (its folder's data key may also name the paper dataset)."""
+    return corpus_for(study, config, dataset_for(study, config, cell.corpus))
 
 
 def train_file(corpus: str, fraction: int) -> str:
@@ -58,11 +77,14 @@ def train_file(corpus: str, fraction: int) -> str:
 
 
 def artifact_cells(study: dict, config: dict, artifact: str) -> list[Cell]:
-    spec = study["artifacts"][artifact]
+    """The training cells an artifact's notebook reads (none when it needs no training)."""
+    spec = {**study["artifacts"][artifact], **budget_of(study, config).get("artifacts", {}).get(artifact, {})}
+    if not spec.get("needs_training", True):
+        return []
     return [
-        Cell(study["study"], corpus_for(study, config, dataset), model, fraction, seed)
+        Cell(study["study"], data_key(study, config, dataset), model, fraction, seed)
         for dataset, model, fraction, seed in itertools.product(
-            spec["datasets"], spec["models"], spec["fractions"], config["seeds"])
+            spec["datasets"], spec["models"], spec["fractions"], spec.get("seeds", config["seeds"]))
     ]
 
 
@@ -82,6 +104,27 @@ def _scaled(width: int, budget: dict) -> int:
     return max(multiple, round(width * scale / multiple) * multiple)
 
 
+def architecture(study: dict, config: dict, model_id: str, corpus: str) -> dict:
+    """A model's layer sizes under the current budget: scaled widths, or sized to its parameter budget."""
+    model, budget = study["models"][model_id], budget_of(study, config)
+    same_width = model["embedding_size"] == "hidden_size"
+    if "param_budget" in model:
+        if corpus not in study.get("vocab_sizes", {}):
+            raise ConfigError(f"study {study['study']!r}: model {model_id!r} is sized to a parameter budget, but "
+                              f"vocab_sizes has no entry for corpus {corpus!r}; add its vocabulary size")
+        param_budget = round(model["param_budget"] * budget.get("param_scale", 1))
+        hidden, _ = hidden_size_for_budget(
+            param_budget, model["cell"], study["vocab_sizes"][corpus], model["layers"], model["tie_weights"],
+            model["cell_options"], embedding_size=None if same_width else model["embedding_size"])
+        embedding = hidden if same_width else model["embedding_size"]
+    else:
+        param_budget, hidden = None, _scaled(model["hidden_size"], budget)
+        embedding = hidden if same_width else _scaled(model["embedding_size"], budget)
+    return {"cell": model["cell"], "embedding_size": embedding, "hidden_size": hidden, "layers": model["layers"],
+            "tie_weights": model["tie_weights"], "cell_options": dict(model["cell_options"]),
+            "param_budget": param_budget}
+
+
 def resolve_cell(study: dict, config: dict, cell: Cell) -> dict:
     """Everything one training run needs, from the validated study and run config."""
     if cell.model not in study["models"]:
@@ -89,6 +132,7 @@ def resolve_cell(study: dict, config: dict, cell: Cell) -> dict:
     model = study["models"][cell.model]
     budget = budget_of(study, config)
     dataset = dataset_for(study, config, cell.corpus)
+    corpus = corpus_for(study, config, dataset)
     recipe_name = model["recipe"]
     recipe = merged(
         study["recipes"][recipe_name],
@@ -101,22 +145,15 @@ def resolve_cell(study: dict, config: dict, cell: Cell) -> dict:
         "study": cell.study,
         "task": study["task"],
         "dataset": dataset,
-        "corpus": cell.corpus,
+        "corpus": corpus,
         "model": cell.model,
         "fraction": cell.fraction,
         "seed": cell.seed,
         "budget": config["budget"],
         "device": config["device"],
         "threads": config["threads"],
-        "data": {"dir": f"{PROCESSED}/{cell.corpus}", "train_file": train_file(cell.corpus, cell.fraction)},
-        "architecture": {
-            "cell": model["cell"],
-            "embedding_size": _scaled(model["embedding_size"], budget),
-            "hidden_size": _scaled(model["hidden_size"], budget),
-            "layers": model["layers"],
-            "tie_weights": model["tie_weights"],
-            "cell_options": dict(model["cell_options"]),
-        },
+        "data": {"dir": f"{PROCESSED}/{corpus}", "train_file": train_file(corpus, cell.fraction)},
+        "architecture": architecture(study, config, cell.model, corpus),
         "recipe_name": recipe_name,
         "recipe": recipe,
         "init_from": f"{parent.run_dir}/model.pt" if parent else None,

@@ -10,6 +10,7 @@ SRC = Path(workflow.basedir) / "src"
 sys.path.insert(0, str(SRC))
 from rnnrepro import grid
 from rnnrepro.configuration import ConfigError, load_run_config, load_study
+from rnnrepro.data.autocomplete import AUTOCOMPLETE_DATASETS
 from rnnrepro.data.registry import DATASETS
 
 try:
@@ -30,7 +31,8 @@ shell.prefix(f"set -euo pipefail; export PYTHONPATH='{SRC}':${{{{PYTHONPATH:-}}}
 wildcard_constraints:
     study="[a-z][a-z0-9]*",
     dataset="[a-z][a-z0-9_]*",
-    corpus="[a-z][a-z0-9_]*",
+    # a run folder's data key: the corpus, or `corpus-dataset` (grid.data_key)
+    corpus="[a-z][a-z0-9_]*(-[a-z][a-z0-9_]*)?",
     model="[a-z][a-z0-9_]*",
     fraction="[0-9]+",
     seed="[0-9]+",
@@ -77,11 +79,25 @@ def raw_file(wildcards):
     return f"data/raw/{wildcards.dataset}/{DATASETS[wildcards.dataset].file_name}"
 
 
+def one_of(ids):
+    """A wildcard constraint matching exactly these ids."""
+    return "|".join(sorted(ids))
+
+
+def autocomplete_source(wildcards):
+    source = AUTOCOMPLETE_DATASETS[wildcards.dataset].source
+    return {
+        split: f"data/processed/{source}/{split}.txt"
+        for split in ("train", "valid", "test")
+    }
+
+
 def train_inputs(wildcards):
     cell = cell_of(wildcards)
-    corpus = f"data/processed/{cell.corpus}"
+    trained_on = grid.trained_corpus(STUDIES[cell.study], config, cell)
+    corpus = f"data/processed/{trained_on}"
     inputs = {
-        "train": grid.train_file(cell.corpus, cell.fraction),
+        "train": grid.train_file(trained_on, cell.fraction),
         "valid": f"{corpus}/valid.txt",
         "test": f"{corpus}/test.txt",
         "vocab": f"{corpus}/vocab.txt",

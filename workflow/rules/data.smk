@@ -1,5 +1,6 @@
 # Data: fetch (download with sha256 check, or generate a synthetic corpus) -> prepare (splits,
-# vocabulary, stats) -> fraction subsets of the training split (nested prefixes).
+# vocabulary, stats) -> fraction subsets of the training split (nested prefixes). Autocomplete
+# datasets are derived from a prepared character-level dataset instead of a download.
 
 
 rule fetch_dataset:
@@ -28,6 +29,8 @@ rule prepare_dataset:
         stats="data/processed/{dataset}/stats.json",
     log:
         "logs/data/prepare_{dataset}.log",
+    wildcard_constraints:
+        dataset=one_of(DATASETS),
     conda:
         ENV
     shell:
@@ -49,3 +52,25 @@ rule fraction_subset:
     shell:
         "python -m rnnrepro.data fraction --train {input} --tokenizer {params.tokenizer} "
         "--percent {wildcards.fraction} --out {output} > {log} 2>&1"
+
+
+rule prepare_autocomplete:
+    input:
+        unpack(autocomplete_source),
+    output:
+        train="data/processed/{dataset}/train.txt",
+        valid="data/processed/{dataset}/valid.txt",
+        test="data/processed/{dataset}/test.txt",
+        vocab="data/processed/{dataset}/vocab.txt",
+        stats="data/processed/{dataset}/stats.json",
+    log:
+        "logs/data/autocomplete_{dataset}.log",
+    wildcard_constraints:
+        dataset=one_of(AUTOCOMPLETE_DATASETS),
+    conda:
+        ENV
+    params:
+        source=lambda wildcards, input: Path(input.train).parent,
+    shell:
+        "python -m rnnrepro.data autocomplete {wildcards.dataset} --source {params.source} "
+        "--out data/processed/{wildcards.dataset} > {log} 2>&1"

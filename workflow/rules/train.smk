@@ -20,4 +20,4 @@ rule train_cell:
         run_dir=lambda wildcards, output: Path(output.metrics).parent,
         config=cell_config,
     shell:
-        "python -m rnnrepro.train --run-dir {params.run_dir} --config {params.config:q} > {log} 2>&1"
+        "python -m rnnrepro.gpus run -- python -m rnnrepro.train --run-dir {params.run_dir} --config {params.config:q} > {log} 2>&1"

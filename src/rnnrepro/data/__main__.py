@@ -4,6 +4,7 @@
     python -m rnnrepro.data prepare DATASET --raw data/raw/DATASET/FILE --out data/processed/DATASET
     python -m rnnrepro.data fraction --train data/processed/DATASET/train.txt --tokenizer word \\
         --percent 20 --out data/processed/DATASET/train.fraction20.txt
+    python -m rnnrepro.data autocomplete DATASET --source data/processed/SOURCE --out data/processed/DATASET
     python -m rnnrepro.data info
 
 Expected failures print one line on stderr and exit with status 2.
@@ -14,6 +15,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from .autocomplete import AUTOCOMPLETE_DATASETS, build
 from .download import MIRROR_ENV, fetch
 from .preprocess import fraction, prepare
 from .registry import DATASETS, DataError
@@ -65,6 +67,12 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--percent", required=True, type=int, help="1..100")
     p.add_argument("--out", required=True, help="output file, e.g. train.fraction20.txt")
 
+    p = commands.add_parser("autocomplete", help="derive an autocomplete dataset (word per character) from "
+                                                 "a processed character-level dataset")
+    p.add_argument("dataset", choices=AUTOCOMPLETE_DATASETS)
+    p.add_argument("--source", required=True, help="the processed source dataset's folder")
+    p.add_argument("--out", required=True, help="folder for the autocomplete splits, vocab.txt and stats.json")
+
     commands.add_parser("info", help="list the dataset registry")
     return parser
 
@@ -81,6 +89,10 @@ def main(argv: list[str] | None = None) -> int:
         elif args.command == "fraction":
             kept = fraction(args.train, args.percent, args.out, tokenizer=args.tokenizer)
             print(f"{args.out}: {kept['tokens']:,} of {kept['of_tokens']:,} tokens ({args.percent} %)")
+        elif args.command == "autocomplete":
+            stats = build(args.dataset, args.source, args.out)
+            sizes = ", ".join(f"{split} {count:,}" for split, count in stats["observations"].items())
+            print(f"{args.dataset}: {sizes} observations; {stats['classes']:,} classes -> {args.out}")
         else:
             _info()
     except DataError as exc:

@@ -94,14 +94,18 @@ def _raw_split_texts(dataset: Dataset, raw_file: Path, scratch: Path) -> tuple[d
         if rule.member is None:
             origins = {"all": raw_file}
         else:
-            origins = {"all": extract_members(raw_file, dataset.container, [rule.member], scratch)[rule.member]}
+            members = (rule.member,) if isinstance(rule.member, str) else rule.member
+            files = extract_members(raw_file, dataset.container, members, scratch)
+            origins = {member: files[member] for member in members}
     else:
         members = dict(zip(SPLITS, (rule.train, rule.valid, rule.test)))
         files = extract_members(raw_file, dataset.container, members.values(), scratch)
         origins = {split: files[member] for split, member in members.items()}
+    decoded = {part: _decode(path.read_bytes(), dataset, f"{raw_file}:{path.name}") for part, path in origins.items()}
+    if isinstance(rule, SplitByPercent):
+        decoded = {"all": "".join(decoded.values())}  # several members: one text, joined in order
     texts, normalisation = {}, {}
-    for part, path in origins.items():
-        text = _decode(path.read_bytes(), dataset, f"{raw_file}:{path.name}")
+    for part, text in decoded.items():
         texts[part], normalisation[part] = _normalise(text, dataset)
     if isinstance(rule, SplitByPercent):
         text = texts.pop("all")

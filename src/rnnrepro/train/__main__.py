@@ -2,7 +2,7 @@
 
 CONFIG is the cell's resolved config (JSON text or a path to a JSON file), as the train rule builds it
 from the study file; its ``task`` picks the trainer. Outputs: see the trainer's module
-(rnnrepro.train.language_model for `lm`).
+(rnnrepro.train.language_model for `lm`, rnnrepro.train.autocomplete for `autocomplete`).
 """
 
 from __future__ import annotations
@@ -13,11 +13,13 @@ import sys
 from pathlib import Path
 
 from ..configuration import ConfigError, validate_cell_config
+from ..data.registry import DataError
+from .autocomplete import train_autocomplete
 from .language_model import train_language_model
 from .loop import TrainingDiverged, TrainingInterrupted
 
 EXIT_INTERRUPTED = 143  # 128 + SIGTERM, what a scheduler expects from a job it terminated
-TRAINERS = {"lm": train_language_model}
+TRAINERS = {"lm": train_language_model, "autocomplete": train_autocomplete}
 
 
 def parse_args(argv=None) -> argparse.Namespace:
@@ -48,7 +50,7 @@ def main(argv=None) -> int:
     try:
         cfg = read_config(args.config)
         TRAINERS[cfg["task"]](args.run_dir, cfg)
-    except (ConfigError, TrainingDiverged, FileNotFoundError) as e:
+    except (ConfigError, DataError, TrainingDiverged, FileNotFoundError) as e:
         print(f"[rnnrepro] error: {e}", file=sys.stderr)
         return 1
     except TrainingInterrupted as e:

@@ -40,6 +40,7 @@ def write_outputs(run_dir: Path, cfg: dict, trainer: Trainer, wall_seconds: floa
         "study": cfg["study"], "dataset": cfg["dataset"], "corpus": cfg["corpus"], "model": cfg["model"],
         "fraction": cfg["fraction"], "seed": cfg["seed"], "budget": cfg["budget"],
         "params": params, "params_recurrent": model.recurrent_parameter_count(),
+        "param_budget": cfg["architecture"].get("param_budget"), "train_tokens": trainer.corpus.train.numel(),
         "epochs": len(p.history), "best_epoch": p.best_epoch,
         "best_val_loss_during_training": p.best_val_loss,
         "val_loss": val_loss, "val_ppl": math.exp(val_loss),

@@ -3,7 +3,8 @@
 Per batch: a random BPTT length (N(bptt, 5) w.p. 0.95, N(bptt/2, 5) otherwise, at least 5), the
 learning rate scaled by seq_len/bptt for that step, loss = cross entropy + AR + TAR, global gradient
 clipping, SGD. Per epoch: validation (with averaged weights once NT-ASGD averaging has started), the
-non-monotone trigger, the best checkpoint, and a resume checkpoint. At the end the best weights are
+non-monotone trigger, the best checkpoint, and a resume checkpoint. The LRU recipe instead runs
+Adam at a fixed BPTT without clipping and stops early when validation stalls (recipe `early_stopping`). At the end the best weights are
 evaluated on the validation and test streams with the test batch size.
 """
 
@@ -66,9 +67,16 @@ class StopFlag:
         self.requested = True
 
 
+def make_optimizer(model: LanguageModel, recipe: dict) -> torch.optim.Optimizer:
+    """Adam for `adam`; plain SGD otherwise (NT-ASGD's averaging is the WeightAverager's job)."""
+    if recipe["optimizer"] == "adam":
+        return torch.optim.Adam(model.parameters(), lr=recipe["lr"], weight_decay=recipe["weight_decay"])
+    return torch.optim.SGD(model.parameters(), lr=recipe["lr"], weight_decay=recipe["weight_decay"])
+
+
 def training_step(model: LanguageModel, optimizer: torch.optim.Optimizer, recipe: dict, x: torch.Tensor,
                   y: torch.Tensor, state: list) -> tuple[torch.Tensor, list]:
-    """One SGD step on a BPTT window; returns the window's cross entropy and the carried state."""
+    """One optimizer step on a BPTT window; returns the window's cross entropy and the carried state."""
     for group in optimizer.param_groups:
         group["lr"] = recipe["lr"] * x.size(0) / recipe["bptt"]
     out = model(x, [detach_state(s) for s in state])
@@ -82,7 +90,8 @@ def training_step(model: LanguageModel, optimizer: torch.optim.Optimizer, recipe
         raise TrainingDiverged(f"the training loss is {loss.item()}")
     optimizer.zero_grad(set_to_none=True)
     loss.backward()
-    torch.nn.utils.clip_grad_norm_(model.parameters(), recipe["clip"])
+    if recipe["clip"] is not None:
+        torch.nn.utils.clip_grad_norm_(model.parameters(), recipe["clip"])
     optimizer.step()
     return ce.detach(), out.state
 
@@ -94,8 +103,7 @@ class Trainer:
         self.ckpt_dir = checkpoint.checkpoint_dir(run_dir)
         self.vocab_size = len(corpus.vocab)
         self.train_data = batchify(corpus.train, self.recipe["batch_size"]).to(device)
-        self.optimizer = torch.optim.SGD(model.parameters(), lr=self.recipe["lr"],
-                                         weight_decay=self.recipe["weight_decay"])
+        self.optimizer = make_optimizer(model, self.recipe)
         self.averager = WeightAverager()
         if self.recipe["optimizer"] == "asgd":
             self.averager.start()
@@ -231,6 +239,16 @@ class Trainer:
         n = self.recipe["nonmono"]
         return len(seen) > n and val_loss > min(seen[:-n])
 
+    def _stalled(self) -> bool:
+        """The LRU authors' early stop: validation has failed `patience` epochs in a row to fall at
+        least `min_delta` below the previous epoch's (their char.py, `stop_thresh` and `eps`)."""
+        rule = self.recipe["early_stopping"]
+        if rule is None:
+            return False
+        recent = [row["val_loss"] for row in self.progress.history][-(rule["patience"] + 1):]
+        return (len(recent) > rule["patience"]
+                and all(later > earlier - rule["min_delta"] for earlier, later in zip(recent, recent[1:])))
+
     # ---- the whole run -------------------------------------------------------------------
     def initialise_from(self, path: Path) -> None:
         """Finetuning: start from another cell's best weights; they are the first 'best'."""
@@ -269,8 +287,10 @@ class Trainer:
                 self.save_best()
             if non_monotone and r["stop_on_nonmono"]:
                 p.finished = True
-            elif non_monotone and not self.averager.active:
+            elif non_monotone and r["optimizer"] == "nt_asgd" and not self.averager.active:
                 self.averager.start()
+            if self._stalled():
+                p.finished = True
             p.epoch += 1
             p.position, p.batches, p.loss_sum, p.tokens, p.seconds, p.state = 0, 0, 0.0, 0, 0.0, None
             if p.epoch > r["epochs"]:

@@ -1,0 +1,68 @@
+# ---
+# jupyter:
+#   jupytext:
+#     formats: py:percent
+#   kernelspec:
+#     display_name: Python 3
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # LRU: statistical efficiency
+#
+# Ahuja & Morency (AAAI 2018). Each unit, at 10 M parameters, trained independently on the first
+# 20, 40, 60, 80 and 100 % of the training split (nested prefixes, `data/processed/*/train.fraction*`)
+# and evaluated on the full test split, on PTB and text8 as in the paper. Solid lines are ours (mean
+# over seeds), dashed lines the paper's (read off the authors' figures). The model comparison and the
+# LRU-variant comparison are separate figures, as in the paper.
+
+# %% tags=["parameters"]
+study = "lru"
+artifact = "stat_efficiency"
+metrics_files = []
+tables = ["results/tables/lru_stat_efficiency.csv"]
+figures = ["results/figures/lru_stat_efficiency.png", "results/figures/lru_variant_stat_efficiency.png"]
+
+# %%
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt
+
+from rnnrepro.analysis import lru
+from rnnrepro.analysis.results import read_cells
+from rnnrepro.configuration import load_study
+
+study_config = load_study(study)
+table = lru.stat_efficiency_table(read_cells(metrics_files), study_config)
+assert table["test_loss"].notna().all(), "a cell has no test loss"
+table.to_csv(tables[0], index=False)
+table[["dataset", "unit", "fraction", "train_tokens", "seeds", "test_loss", "test_bpc", "paper_test_loss"]]
+
+# %%
+datasets = [d for d in study_config["artifacts"][artifact]["datasets"] if d in set(table["dataset"])]
+
+
+def plot_efficiency(units: list[str], path: str, title: str) -> None:
+    fig, axes = plt.subplots(1, len(datasets), figsize=(4.8 * len(datasets), 3.6), squeeze=False)
+    for ax, dataset in zip(axes[0], datasets):
+        for unit in units:
+            rows = table[(table["dataset"] == dataset) & (table["cell"] == unit)]
+            if rows.empty:
+                continue
+            colour = lru.UNIT_COLOURS[unit]
+            ax.plot(rows["fraction"], rows["test_loss"], "o-", color=colour, label=lru.UNIT_LABELS[unit])
+            ax.plot(rows["fraction"], rows["paper_test_loss"], "--", color=colour, alpha=0.6)
+        ax.set_title(f"{dataset} (corpus {table.loc[table['dataset'] == dataset, 'corpus'].iloc[0]})")
+        ax.set_xlabel("% of the training split")
+        ax.set_ylabel("test loss (nats/char)")
+        ax.set_xticks([20, 40, 60, 80, 100])
+    axes[0][0].legend(fontsize=8, title="ours — / paper - -", title_fontsize=8)
+    fig.suptitle(title, y=1.02)
+    fig.savefig(path, dpi=120, bbox_inches="tight")
+    plt.show()
+
+
+plot_efficiency(lru.MODEL_COMPARISON, figures[0], "Statistical efficiency: LRU against LSTM, GRU, Grid LSTM, RHN")
+plot_efficiency(lru.VARIANT_COMPARISON, figures[1], "Statistical efficiency: GRU, PS-LRU, RG-LRU, LRU")

@@ -1,0 +1,102 @@
+"""The nlstm study's tables and figure data: parameter counts of the published models, test results
+per model and seed beside the published values, validation curves, and example predictions."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import torch
+
+from .. import grid
+from ..data.autocomplete import AUTOCOMPLETE_DATASETS, INPUT_SYMBOLS, load_classes, load_split
+from ..train.autocomplete import batch_tensors, build_model
+from .results import paper_values, summarise_seeds
+
+COUNTED = ("embedding", "recurrent", "dense", "total")
+
+
+def models_table(study: dict, run_config: dict, artifact: str) -> pd.DataFrame:
+    """Parameter counts of the artifact's models built at the paper budget, beside the published ones.
+
+    The models are instantiated (not trained) with the published vocabulary sizes: the 28 input
+    symbols and the classes the dataset's construction rule gives (2^14 words + <pad> + <unk>).
+    """
+    spec = study["artifacts"][artifact]
+    paper_config = {**run_config, "budget": "paper"}
+    rows = []
+    for dataset in spec["datasets"]:
+        classes = AUTOCOMPLETE_DATASETS[dataset].classes
+        for model_id in spec["models"]:
+            cfg = grid.resolve_cell(study, paper_config, grid.Cell(study["study"], dataset, model_id, 100, 0))
+            counts = build_model(cfg, classes).parameter_counts()
+            a = cfg["architecture"]
+            rows.append({
+                "dataset": dataset, "model": model_id, "cell": a["cell"], "units": a["hidden_size"],
+                "layers": a["layers"], "depth": a["cell_options"].get("depth", 1),
+                "input_symbols": len(INPUT_SYMBOLS), "classes": classes,
+                **{f"params_{part}": n for part, n in counts.items()},
+                "params_total": sum(counts.values()),
+            })
+    table = pd.DataFrame(rows).merge(paper_values(study, artifact), on=["dataset", "model"], how="left")
+    table["paper_params_total"] = table[[f"paper_params_{part}" for part in COUNTED[:-1]]].sum(axis=1)
+    ours = table[[f"params_{part}" for part in COUNTED]].to_numpy()
+    published = table[[f"paper_params_{part}" for part in COUNTED]].to_numpy()
+    table["equal_to_paper"] = (ours == published).all(axis=1)
+    return table
+
+
+def test_table(cells: pd.DataFrame, study: dict, artifact: str) -> pd.DataFrame:
+    """One row per model and seed: test cross entropy and accuracy, the model's mean and standard
+    deviation over seeds (NaN for one seed), and the published values."""
+    cells = cells.assign(test_accuracy_pct=100 * cells["test_accuracy"])
+    keys = ["dataset", "corpus", "model"]
+    values = ["test_cross_entropy", "test_accuracy_pct"]
+    summary = summarise_seeds(cells, keys, values).rename(columns={v: f"{v}_mean" for v in values})
+    per_seed = cells[[*keys, "seed", "cell", "budget", "params", "iterations", "train_sequences",
+                      "seconds_per_1000_sequences", *values]]
+    table = (per_seed.merge(summary, on=keys)
+             .merge(paper_values(study, artifact), on=["dataset", "model"], how="left"))
+    order = {model: i for i, model in enumerate(study["artifacts"][artifact]["models"])}
+    return table.sort_values(["model", "seed"], key=lambda s: s.map(order) if s.name == "model" else s,
+                             ignore_index=True)
+
+
+def validation_curves(metrics_files: list[str]) -> pd.DataFrame:
+    """Every cell's history.csv (one row per validation check), labelled with model and seed."""
+    frames = []
+    for path in map(Path, metrics_files):
+        cell = pd.read_json(path, typ="series")
+        history = pd.read_csv(path.parent / "history.csv")
+        frames.append(history.assign(model=cell["model"], seed=cell["seed"], corpus=cell["corpus"]))
+    return pd.concat(frames, ignore_index=True)
+
+
+@torch.no_grad()
+def example_predictions(model_file: Path | str, observations: int, max_chars: int) -> list[dict]:
+    """The top prediction under each character of the first test observations of a cell's data.
+
+    Returns one dict per observation: ``text`` (its first ``max_chars`` characters), ``target`` and
+    ``predicted`` (the word class name at each character).
+    """
+    saved = torch.load(model_file, map_location="cpu", weights_only=False)
+    cfg = saved["config"]
+    folder = Path(cfg["data"]["dir"])
+    classes = load_classes(folder)
+    model = build_model(cfg, len(classes))
+    model.load_state_dict(saved["state_dict"])
+    model.eval()
+    split = load_split(folder / "test.txt", classes)
+    rows = np.arange(min(observations, len(split.lengths)))
+    inputs, targets = batch_tensors(split, rows, torch.device("cpu"))
+    predicted = model(inputs).argmax(-1)
+    examples = []
+    for column, row in enumerate(rows):
+        length = min(int(split.lengths[row]), max_chars)
+        examples.append({
+            "text": split.lines[row][:length],
+            "target": [classes[i] for i in targets[:length, column].tolist()],
+            "predicted": [classes[i] for i in predicted[:length, column].tolist()],
+        })
+    return examples

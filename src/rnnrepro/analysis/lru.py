@@ -1,0 +1,105 @@
+"""The LRU study's measures and tables: accuracy, convergence rate and statistical efficiency.
+
+Losses are categorical cross entropy in nats per character, the paper's unit; bits per character are
+the same loss divided by ln 2. Convergence rate is the number of epochs a run trained until its lowest
+validation loss, read from the run's ``history.csv``. Every table carries the paper's values (from
+``paper:`` in config/studies/lru.yaml) as ``paper_*`` columns.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pandas as pd
+
+from .results import paper_values, read_cells, summarise_seeds
+
+# cell id -> the paper's name, in the order of its convergence box plot
+UNIT_LABELS = {"lstm": "LSTM", "gru": "GRU", "grid_lstm": "Grid LSTM", "rhn": "RHN",
+               "ps_lru": "PS-LRU", "rg_lru": "RG-LRU", "lru": "LRU"}
+# the paper's colours, so its figures and ours read alike
+UNIT_COLOURS = {"lstm": "b", "gru": "g", "grid_lstm": "r", "rhn": "c", "ps_lru": "y", "rg_lru": "k", "lru": "m"}
+MODEL_COMPARISON = ["lstm", "gru", "grid_lstm", "rhn", "lru"]
+VARIANT_COMPARISON = ["gru", "ps_lru", "rg_lru", "lru"]
+ALL_DATASETS = "all"  # the convergence table's pooled rows (the paper pools its box plot)
+
+
+def bits_per_char(loss_nats):
+    return loss_nats / math.log(2)
+
+
+def epochs_to_best(history: pd.DataFrame) -> int:
+    """Epochs trained until the lowest validation loss (epochs count from 1; the first on a tie)."""
+    if history.empty:
+        raise ValueError("the history has no epochs: the run did not finish one")
+    return int(history.loc[history["val_loss"].idxmin(), "epoch"])
+
+
+def read_histories(metrics_files: list[str]) -> pd.DataFrame:
+    """Every epoch of every run, with the run's dataset, model, unit, fraction and seed."""
+    cells = read_cells(metrics_files)
+    frames = []
+    for path, cell in zip(metrics_files, cells.itertuples()):
+        history = pd.read_csv(Path(path).parent / "history.csv")
+        frames.append(history.assign(dataset=cell.dataset, model=cell.model, cell=cell.cell,
+                                     fraction=cell.fraction, seed=cell.seed))
+    return pd.concat(frames, ignore_index=True)
+
+
+def _ordered(table: pd.DataFrame, spec: dict, extra: list[str] = ()) -> pd.DataFrame:
+    """Rows in the artifact's dataset order, then the paper's unit order (then ``extra`` columns)."""
+    datasets = {d: i for i, d in enumerate([ALL_DATASETS, *spec["datasets"]])}
+    units = {u: i for i, u in enumerate(UNIT_LABELS)}
+    keys = {"dataset": datasets, "cell": units}
+    return (table.sort_values(["dataset", "cell", *extra], key=lambda s: s.map(keys[s.name]) if s.name in keys else s)
+            .reset_index(drop=True))
+
+
+def _labelled(table: pd.DataFrame) -> pd.DataFrame:
+    """The paper's name of each row's unit, beside the model id."""
+    table = table.copy()
+    table.insert(table.columns.get_loc("model") + 1, "unit", table["cell"].map(UNIT_LABELS))
+    return table
+
+
+def accuracy_table(cells: pd.DataFrame, study: dict) -> pd.DataFrame:
+    """One row per dataset and model: test and validation loss (mean over seeds), bits per character."""
+    keys = ["dataset", "corpus", "model", "cell", "hidden_size", "params", "param_budget", "budget"]
+    table = summarise_seeds(cells, keys, ["test_loss", "val_loss", "best_epoch"])
+    table = table.merge(paper_values(study, "accuracy"), on=["dataset", "model"], how="left")
+    table["test_bpc"] = bits_per_char(table["test_loss"])
+    table["paper_test_bpc"] = bits_per_char(table["paper_test_loss"])
+    return _ordered(_labelled(table), study["artifacts"]["accuracy"])
+
+
+def convergence_runs(histories: pd.DataFrame) -> pd.DataFrame:
+    """One row per run: epochs to its best validation loss and epochs trained in all."""
+    keys = ["dataset", "model", "cell", "fraction", "seed"]
+    return pd.DataFrame([{**dict(zip(keys, run)), "epochs_to_best": epochs_to_best(history), "epochs": len(history)}
+                         for run, history in histories.groupby(keys, sort=False)])
+
+
+def convergence_table(runs: pd.DataFrame, study: dict) -> pd.DataFrame:
+    """Epochs to the best validation loss per model: pooled over datasets and seeds (the paper's box
+    plot, with its median and quartiles beside), then per dataset."""
+    pooled = runs.assign(dataset=ALL_DATASETS)
+    grouped = pd.concat([pooled, runs]).groupby(["dataset", "model", "cell"], sort=False)["epochs_to_best"]
+    table = grouped.agg(runs="count", median_epochs="median", q1_epochs=lambda s: s.quantile(0.25),
+                        q3_epochs=lambda s: s.quantile(0.75), min_epochs="min", max_epochs="max",
+                        mean_epochs="mean").reset_index()
+    table = table.merge(paper_values(study, "convergence"), on=["dataset", "model"], how="left")
+    return _ordered(_labelled(table), study["artifacts"]["convergence"])
+
+
+def stat_efficiency_table(cells: pd.DataFrame, study: dict) -> pd.DataFrame:
+    """Test loss per dataset, model and share of the training split (mean over seeds)."""
+    keys = ["dataset", "corpus", "model", "cell", "fraction", "train_tokens", "hidden_size", "params", "budget"]
+    table = summarise_seeds(cells, keys, ["test_loss"])
+    paper = paper_values(study, "stat_efficiency")
+    paper = paper.melt(id_vars=["dataset", "model"], var_name="key", value_name="paper_test_loss")
+    paper["fraction"] = paper.pop("key").str.removeprefix("paper_test_loss_").astype(int)
+    table = table.merge(paper, on=["dataset", "model", "fraction"], how="left")
+    table["test_bpc"] = bits_per_char(table["test_loss"])
+    table["paper_test_bpc"] = bits_per_char(table["paper_test_loss"])
+    return _ordered(_labelled(table), study["artifacts"]["stat_efficiency"], extra=["fraction"])

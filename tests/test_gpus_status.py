@@ -1,0 +1,261 @@
+"""GPU leasing on a simulated multi-GPU host, SIGTERM through the wrapper, and the grid status table.
+
+The GPUs are simulated with CUDA_VISIBLE_DEVICES (the wrapper shares the GPUs it names); the
+commands run on the CPU.
+"""
+
+import csv
+import io
+import json
+import math
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+from conftest import copy_project, snakemake
+
+from rnnrepro import gpus, grid, status
+from rnnrepro.configuration import REPO_ROOT, load_study
+from rnnrepro.data import fetch, prepare
+
+# Records which GPU the command got and when it held it.
+RECORD = ("import json, os, sys, time; start = time.time(); time.sleep(float(sys.argv[2])); "
+          "open(sys.argv[1], 'w').write(json.dumps([os.environ['CUDA_VISIBLE_DEVICES'], start, time.time()]))")
+
+
+def host_env(visible: str | None) -> dict:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SLURM_")}
+    env.pop("CUDA_VISIBLE_DEVICES", None)
+    if visible is not None:
+        env["CUDA_VISIBLE_DEVICES"] = visible
+    return env
+
+
+def wrapped(lock_dir: Path, command: list[str], env: dict, **popen) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-m", "rnnrepro.gpus", "run", "--lock-dir", str(lock_dir), "--",
+                             *command], env=env, **popen)
+
+
+def test_one_job_per_gpu_and_every_gpu_used(tmp_path):
+    """Eight jobs on a 4-GPU host: never two at once on one GPU, all four GPUs busy."""
+    procs = [wrapped(tmp_path / "locks", [sys.executable, "-c", RECORD, str(tmp_path / f"job{i}.json"), "1.5"],
+                     host_env("0,1,2,3")) for i in range(8)]
+    assert [p.wait(timeout=120) for p in procs] == [0] * 8
+    leases = [json.loads((tmp_path / f"job{i}.json").read_text()) for i in range(8)]
+    assert {gpu for gpu, _, _ in leases} == {"0", "1", "2", "3"}
+    for gpu in "0123":
+        spans = sorted((start, end) for g, start, end in leases if g == gpu)
+        assert all(end <= next_start for (_, end), (next_start, _) in zip(spans, spans[1:])), (gpu, spans)
+
+
+def test_lock_follows_the_training_process(tmp_path):
+    """The lease is held by the command itself and ends with it, even when it is killed."""
+    lock_dir = tmp_path / "locks"
+    proc = wrapped(lock_dir, ["sleep", "60"], host_env("7"))
+    deadline = time.time() + 30
+    while not gpus.held_leases(lock_dir):
+        assert time.time() < deadline and proc.poll() is None
+        time.sleep(0.1)
+    assert gpus.held_leases(lock_dir)["7"]["argv"] == ["sleep", "60"]
+    proc.kill()
+    proc.wait()
+    assert gpus.held_leases(lock_dir) == {}
+    with gpus.gpu_lease(lock_dir, ["7"]) as gpu:
+        assert gpu == "7"
+
+
+@pytest.mark.parametrize("visible, slurm", [("", False), ("0", True)])
+def test_command_runs_unchanged_without_a_gpu_choice(tmp_path, visible, slurm):
+    """No GPU, or a SLURM job allocated one GPU: no lock, CUDA_VISIBLE_DEVICES left as it was."""
+    env = host_env(visible)
+    if slurm:
+        env["SLURM_JOB_ID"] = "42"
+    out = tmp_path / "env.json"
+    code = wrapped(tmp_path / "locks", [sys.executable, "-c", f"import json, os; open({str(out)!r}, 'w')"
+                                        ".write(json.dumps(os.environ.get('CUDA_VISIBLE_DEVICES')))"], env).wait()
+    assert code == 0
+    assert json.loads(out.read_text()) == visible
+    assert not (tmp_path / "locks").exists()
+
+
+def test_slurm_allocation_with_several_gpus_has_its_own_locks(tmp_path):
+    env = dict(host_env("0,1"), SLURM_JOB_ID="42")
+    out = tmp_path / "job.json"
+    assert wrapped(tmp_path / "locks", [sys.executable, "-c", RECORD, str(out), "0"], env).wait() == 0
+    assert json.loads(out.read_text())[0] == "0"
+    assert (tmp_path / "locks" / "slurm-42" / "gpu-0.lock").exists()
+
+
+def test_missing_command_is_named(tmp_path):
+    proc = wrapped(tmp_path / "locks", ["no-such-program"], host_env(""), stderr=subprocess.PIPE, text=True)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 127 and "no-such-program" in err
+
+
+def test_default_profile_limits_gpu_jobs_to_the_gpus():
+    from snakemake.profiles import ProfileConfigFileParser
+
+    def gpu_limit(visible):
+        saved = os.environ.get("CUDA_VISIBLE_DEVICES")
+        os.environ["CUDA_VISIBLE_DEVICES"] = visible
+        try:
+            with open(REPO_ROOT / "profiles" / "default" / "config.yaml") as f:
+                return ProfileConfigFileParser().parse(f)["resources"]
+        finally:
+            os.environ.pop("CUDA_VISIBLE_DEVICES")
+            if saved is not None:
+                os.environ["CUDA_VISIBLE_DEVICES"] = saved
+
+    assert gpu_limit("0,1,2,3") == ["gpu=4"]
+    assert gpu_limit("") == [f"gpu={os.cpu_count()}"]  # no GPU: the cores are the limit
+
+
+def test_train_rule_runs_training_through_the_gpu_wrapper(tmp_path):
+    project = copy_project(tmp_path)
+    out = snakemake(project, "-n", "-p", "results/runs/pru/synth_ptb/lstm_m1000/frac100/seed1111/metrics.json",
+                    "--config", "budget=smoke")
+    assert out.returncode == 0, out.stderr
+    assert "python -m rnnrepro.gpus run -- python -m rnnrepro.train --run-dir" in out.stdout
+
+
+# ---- SIGTERM through the wrapper ---------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def tiny_cell(tmp_path_factory):
+    """A small smoke-budget cell on the synthetic PTB stand-in."""
+    root = tmp_path_factory.mktemp("data")
+    corpus = root / "processed"
+    prepare("synth_ptb", fetch("synth_ptb", root / "raw"), corpus)
+    run_config = yaml.safe_load((REPO_ROOT / "config" / "config.yaml").read_text())
+    run_config.update(budget="smoke", device="cpu", threads=1)
+    cfg = grid.resolve_cell(load_study("pru"), run_config, grid.Cell("pru", "synth_ptb", "lstm_m1000", 100, 5))
+    cfg["data"] = {"dir": str(corpus), "train_file": str(corpus / "train.txt")}
+    cfg["architecture"].update(hidden_size=32, embedding_size=16)
+    cfg["recipe"]["epochs"] = 2
+    return cfg
+
+
+def test_sigterm_reaches_training_through_the_wrapper(tmp_path, tiny_cell):
+    """The wrapper execs training: SLURM's SIGTERM lands in training, which checkpoints, exits 143
+    (the lock is released), and the rerun resumes mid-epoch."""
+    train = [sys.executable, "-m", "rnnrepro.train", "--run-dir", str(tmp_path / "run"),
+             "--config", json.dumps(tiny_cell)]
+    lock_dir = tmp_path / "locks"
+    proc = wrapped(lock_dir, train, host_env("0,1"), stderr=subprocess.PIPE, text=True)
+    while "epoch 1:" not in proc.stderr.readline():
+        assert proc.poll() is None, "training ended before it could be stopped"
+    time.sleep(0.3)
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=300)
+    assert proc.returncode == 143, err
+    assert "stopped by SIGTERM" in err and gpus.held_leases(lock_dir) == {}
+    rerun = wrapped(lock_dir, train, host_env("0,1"), stderr=subprocess.PIPE, text=True)
+    _, err = rerun.communicate(timeout=300)
+    assert rerun.returncode == 0, err
+    assert "resuming from" in err and "row 0" not in err
+    assert (tmp_path / "run" / "metrics.json").exists()
+
+
+# ---- status table ------------------------------------------------------------------------------
+
+OLD = time.time() - 3 * status.RECENT_SECONDS
+
+
+def make_cell(root: Path, model: str, *, metrics=None, log=None, checkpoint=False, old=False) -> Path:
+    cell = grid.Cell("pru", "synth_ptb", model, 100, 1111)
+    run_dir = root / cell.run_dir
+    run_dir.mkdir(parents=True)
+    touched = []
+    if metrics:
+        (run_dir / "metrics.json").write_text(json.dumps(metrics))
+    if checkpoint:
+        (run_dir / "checkpoint").mkdir()
+        (run_dir / "checkpoint" / "last.pt").write_bytes(b"")
+        touched.append(run_dir / "checkpoint" / "last.pt")
+    if log is not None:
+        path = root / status.log_path(cell)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(log)
+        touched.append(path)
+    for path in touched if old else []:
+        os.utime(path, (OLD, OLD))
+    return run_dir
+
+
+EPOCH_1 = "[rnnrepro] epoch 1: train ppl 90.00, val ppl 80.00, 5.0s, 1000 tok/s\n"
+EPOCH_2 = "[rnnrepro] epoch 2: train ppl 70.00, val ppl 60.00, 6.0s, 1000 tok/s\n"
+
+
+@pytest.fixture
+def results_tree(tmp_path, monkeypatch):
+    """The smoke grid with a cell in every state; the working directory is its root."""
+    shutil.copytree(REPO_ROOT / "config", tmp_path / "config")
+    config = yaml.safe_load((tmp_path / "config" / "config.yaml").read_text())
+    (tmp_path / "config" / "config.yaml").write_text(yaml.safe_dump(dict(config, studies=["pru"])))
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(status, "DEFAULT_LOCK_DIR", tmp_path / "locks")
+    make_cell(tmp_path, "lstm_m1000", metrics={"dataset": "ptb", "epochs": 4, "wall_seconds": 3725.0,
+                                               "val_loss": math.log(50.0), "val_ppl": 50.0, "test_ppl": 48.0})
+    make_cell(tmp_path, "lstm_m1200", log=EPOCH_1, checkpoint=True)
+    live = make_cell(tmp_path, "lstm_m1400", log=EPOCH_1 + EPOCH_2, checkpoint=True, old=True)
+    make_cell(tmp_path, "pru_g1_k2_m1000", log=EPOCH_1 + "[rnnrepro] error: cell ...: the training loss is nan\n")
+    make_cell(tmp_path, "pru_g2_k2_m1200", log="[rnnrepro] resuming from x: epoch 3, row 40\n", checkpoint=True,
+              old=True)
+    holder = {"pid": os.getpid(), "cwd": str(tmp_path), "argv": ["python", "-m", "rnnrepro.train", "--run-dir",
+                                                                 str(live.relative_to(tmp_path)), "--config", "{}"]}
+    with gpus.gpu_lease(tmp_path / "locks", ["3"], holder):
+        yield tmp_path
+
+
+def test_status_has_one_cell_in_each_state(results_tree):
+    rows = {r.model: r for r in status.collect(results_tree, budget="smoke") if r.corpus == "synth_ptb"}
+    assert len(rows) == 10
+    done, recent, locked, crashed, stale = (rows[m] for m in ("lstm_m1000", "lstm_m1200", "lstm_m1400",
+                                                              "pru_g1_k2_m1000", "pru_g2_k2_m1200"))
+    assert (done.state, done.epochs, done.val_ppl, done.test_ppl, done.wall_seconds) == ("done", 4, 50.0, 48.0, 3725.0)
+    assert (recent.state, recent.epochs, recent.val_ppl) == ("running", 1, 80.0)
+    assert (locked.state, locked.epochs, locked.val_ppl, locked.wall_seconds) == ("running", 2, 60.0, 11.0)
+    assert locked.val_loss == pytest.approx(math.log(60.0))
+    assert crashed.state == "failed" and "training loss is nan" in crashed.note
+    assert stale.state == "failed" and stale.epochs == 2 and "a rerun resumes from" in stale.note
+    assert rows["pru_g4_k2_m1400"].state == "pending"
+    assert rows["pru_g4_k2_m1400"].dataset == "ptb"
+
+
+def test_status_cli_table_and_csv(results_tree):
+    def cli(*args):
+        out = subprocess.run([sys.executable, "-m", "rnnrepro.status", "--budget", "smoke", *args],
+                             cwd=results_tree, capture_output=True, text=True, timeout=120)
+        assert out.returncode == 0, out.stderr
+        return out.stdout
+
+    table = cli()
+    assert table.splitlines()[0].split()[:7] == ["study", "dataset", "corpus", "model", "fraction", "seed", "state"]
+    assert "1h02m" in table  # the finished cell's wall time
+    # Without this process's lock table the locked cell looks stale: the CLI reads the real lock folder.
+    assert table.rstrip().endswith("20 cells: 1 done, 1 running, 3 failed, 15 pending")
+    rows = list(csv.DictReader(io.StringIO(cli("--format", "csv", "--study", "pru"))))
+    assert len(rows) == 20
+    assert {r["state"] for r in rows} == {"done", "running", "failed", "pending"}
+
+
+def test_status_names_an_unknown_study(results_tree):
+    out = subprocess.run([sys.executable, "-m", "rnnrepro.status", "--study", "prx"], cwd=results_tree,
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 1 and "--study prx: no such study; the studies are " in out.stderr
+
+
+def test_status_reads_autocomplete_logs(tmp_path):
+    log = tmp_path / "cell.log"
+    log.write_text("[rnnrepro] resuming from x/checkpoint/last.pt: iteration 200, epoch 3, batch 4\n"
+                   "[rnnrepro] iteration 300/1000: val loss 2.5000, val accuracy 0.4000, 90.5s\n"
+                   "[rnnrepro] iteration 400/1000: val loss 2.7000, val accuracy 0.3900, 120.0s\n")
+    progress = status.read_log(log)
+    assert (progress["epochs"], progress["val_loss"], progress["val_ppl"]) == (2, 2.5, None)
+    assert (progress["seconds"], progress["progress"], progress["ended"]) == (120.0, "iteration 400/1000", None)

@@ -1,0 +1,177 @@
+"""profiles/slurm against a real SLURM (tests/slurm_cluster.py) through the SLURM executor plugin.
+
+A study's smoke grid runs as SLURM jobs and must give the artifacts of the local smoke run (training
+is deterministic on the CPU). A training job cancelled with scancel, and one preempted by a
+higher-priority job, resume from their checkpoints and end with the numbers of an uninterrupted
+run; a finished cell is never retrained.
+"""
+
+import json
+import subprocess
+import time
+import warnings
+from collections import Counter
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import yaml
+from conftest import BIN, copy_project
+
+import slurm_cluster
+from rnnrepro import grid
+from rnnrepro.configuration import REPO_ROOT, load_study
+from rnnrepro.status import log_path
+
+UNAVAILABLE = slurm_cluster.unavailable_reason()
+if UNAVAILABLE:
+    warnings.warn(f"SLURM tests skipped: {UNAVAILABLE}")  # shows in pytest's summary without -rs
+pytestmark = [pytest.mark.slow, pytest.mark.skipif(UNAVAILABLE is not None, reason=str(UNAVAILABLE))]
+
+# The smoke budget, as profiles/smoke sets it.
+SMOKE_CONFIG = yaml.safe_load((REPO_ROOT / "profiles" / "smoke" / "config.yaml").read_text())["config"]
+# The grid that goes through SLURM: the first study's (all of them would repeat the whole local smoke
+# run, many minutes, to show nothing more).
+STUDY = yaml.safe_load((REPO_ROOT / "config" / "config.yaml").read_text())["studies"][0]
+TIMING_KEYS = {"wall_seconds", "train_seconds", "finished_at", "git_sha"}
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    slurm = slurm_cluster.SlurmCluster(tmp_path_factory.mktemp("slurm"))
+    try:
+        yield slurm.start()
+    finally:
+        slurm.stop()
+
+
+def start_snakemake(cluster, project: Path, target: str, *config: str) -> subprocess.Popen:
+    """`snakemake --profile profiles/slurm` on the login node (here: this machine), in the background."""
+    env = {"PATH": f"{BIN}:{cluster.env['PATH']}", "HOME": str(project), "SLURM_CONF": cluster.env["SLURM_CONF"]}
+    out = open(project / "snakemake.out", "a")
+    # Status checks from the first second on (the site default, 40 s, would only slow the test).
+    return subprocess.Popen([str(BIN / "snakemake"), target, "--profile", "profiles/slurm",
+                             "--slurm-init-seconds-before-status-checks", "1", "--config", *SMOKE_CONFIG, *config],
+                            cwd=project, env=env, stdout=out, stderr=subprocess.STDOUT)
+
+
+def finished(proc: subprocess.Popen, project: Path, timeout: int = 1800) -> None:
+    try:
+        code = proc.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        raise
+    assert code == 0, (project / "snakemake.out").read_text()[-5000:]
+
+
+@pytest.fixture(scope="module")
+def cell(smoke_project) -> grid.Cell:
+    """A cell of STUDY that needs no other cell: what the interruption tests train."""
+    study = load_study(STUDY)
+    for metrics in sorted(smoke_project.glob(f"results/runs/{STUDY}/*/*/frac*/seed*/metrics.json")):
+        corpus, model, fraction, seed = metrics.parent.relative_to(smoke_project / grid.RUNS / STUDY).parts
+        candidate = grid.Cell(STUDY, corpus, model, int(fraction[4:]), int(seed[4:]))
+        if grid.parent_cell(study, candidate) is None:
+            return candidate
+    pytest.fail(f"the smoke run trained no cell of study {STUDY}")
+
+
+def comment_of(cell: grid.Cell) -> str:
+    """What the plugin gives a training job as sbatch --comment."""
+    return f"rule_train_cell_wildcards_{cell.study}_{cell.corpus}_{cell.model}_{cell.fraction}_{cell.seed}"
+
+
+def rule_of(comment: str) -> str:
+    return comment.removeprefix("rule_").split("_wildcards_")[0]
+
+
+def numbers(metrics_file: Path) -> dict:
+    return {k: v for k, v in json.loads(metrics_file.read_text()).items() if k not in TIMING_KEYS}
+
+
+def new_jobs(cluster, before: set) -> list[dict]:
+    return [job for job in cluster.jobs() if job["JobIDRaw"] not in before]
+
+
+def test_smoke_pipeline_on_slurm_equals_the_local_run(cluster, smoke_project, tmp_path):
+    project = copy_project(tmp_path)
+    before = {job["JobIDRaw"] for job in cluster.jobs()}
+    finished(start_snakemake(cluster, project, "all", f"studies=[{STUDY}]"), project)
+
+    jobs = new_jobs(cluster, before)
+    rules = Counter(rule_of(job["Comment"]) for job in jobs)
+    artifacts = load_study(STUDY)["artifacts"].values()
+    cells = sorted(smoke_project.glob(f"results/runs/{STUDY}/*/*/frac*/seed*/metrics.json"))
+    assert rules["train_cell"] == len(cells) > 0
+    assert sum(n for rule, n in rules.items() if rule.startswith(f"notebook_{STUDY}_")) == len(artifacts)
+    assert {job["State"] for job in jobs} == {"COMPLETED"}
+    for job in jobs:  # one GPU for each training job (profiles/slurm), none for the rest
+        assert ("gres/gpu=1" in job["AllocTRES"]) == (rule_of(job["Comment"]) == "train_cell"), job
+
+    for metrics in cells:
+        assert numbers(project / metrics.relative_to(smoke_project)) == numbers(metrics), metrics
+    for table in (f"results/tables/{name}.csv" for artifact in artifacts for name in artifact["tables"]):
+        ours, local = pd.read_csv(project / table), pd.read_csv(smoke_project / table)
+        reproduced = [column for column in local.columns if not column.startswith("paper_")]
+        pd.testing.assert_frame_equal(ours[reproduced], local[reproduced], obj=table)
+
+
+def project_with_data(smoke_project: Path, dest: Path) -> Path:
+    """A project copy with the smoke corpora already prepared: only the training cell is left to run."""
+    project = copy_project(dest)
+    subprocess.run(["cp", "-a", str(smoke_project / "data"), str(project / "data")], check=True)
+    return project
+
+
+def interrupt_after_first_epoch(cluster, project: Path, cell, proc: subprocess.Popen, interrupt) -> str:
+    """Wait until the cell's first epoch is checkpointed, then interrupt its SLURM job; returns its id."""
+    log, deadline = project / log_path(cell), time.time() + 600
+    while not (log.exists() and "[rnnrepro] epoch 1:" in log.read_text(errors="replace")):
+        assert proc.poll() is None, (project / "snakemake.out").read_text()[-5000:]
+        assert time.time() < deadline, "the training job did not finish its first epoch in 10 minutes"
+        time.sleep(0.2)
+    [job_id] = [job["JobID"] for job in cluster.queue() if job["Comment"] == comment_of(cell)]
+    interrupt(job_id)
+    return job_id
+
+
+def test_cancelled_training_job_resumes_from_its_checkpoint(cluster, smoke_project, cell, tmp_path):
+    project = project_with_data(smoke_project, tmp_path)
+    target = f"{cell.run_dir}/metrics.json"
+    before = {job["JobIDRaw"] for job in cluster.jobs()}
+    proc = start_snakemake(cluster, project, target)
+    cancelled = interrupt_after_first_epoch(cluster, project, cell, proc, lambda job: cluster.run("scancel", job))
+    finished(proc, project)  # the profile's retries resubmit the cell
+
+    attempts = new_jobs(cluster, before)
+    assert {job["Comment"] for job in attempts} == {comment_of(cell)}
+    assert attempts[0]["JobIDRaw"] == cancelled
+    assert [job["State"].split()[0] for job in attempts] == ["CANCELLED", "COMPLETED"]
+    assert "resuming from" in (project / log_path(cell)).read_text()
+    assert numbers(project / target) == numbers(smoke_project / target)
+
+    # A finished cell is never retrained.
+    before = {job["JobIDRaw"] for job in cluster.jobs()}
+    finished(start_snakemake(cluster, project, target), project)
+    assert new_jobs(cluster, before) == []
+    assert "Nothing to be done" in (project / "snakemake.out").read_text()
+
+
+def test_preempted_training_job_is_requeued_and_resumes(cluster, smoke_project, cell, tmp_path):
+    project = project_with_data(smoke_project, tmp_path)
+    target = f"{cell.run_dir}/metrics.json"
+    before = {job["JobIDRaw"] for job in cluster.jobs()}
+    proc = start_snakemake(cluster, project, target)
+
+    def preempt(_job):  # a job of the higher-priority partition needs both GPUs
+        cluster.run("sbatch", "-p", "urgent", "--gpus=2", "--mem=100", "-o", "/dev/null", "--wrap", "sleep 2")
+
+    preempted = interrupt_after_first_epoch(cluster, project, cell, proc, preempt)
+    finished(proc, project)
+
+    history = cluster.run("sacct", "--duplicates", "-X", "-P", "-n", "-j", preempted, "--format=State")
+    assert history.split()[0] in {"PREEMPTED", "REQUEUED"} and history.split()[-1] == "COMPLETED", history
+    training = [job["JobIDRaw"] for job in new_jobs(cluster, before) if job["Comment"] == comment_of(cell)]
+    assert training == [preempted]  # the same SLURM job ran again: SLURM requeued it, not Snakemake
+    assert "resuming from" in (project / log_path(cell)).read_text()
+    assert numbers(project / target) == numbers(smoke_project / target)
