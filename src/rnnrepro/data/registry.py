@@ -300,8 +300,8 @@ DATASETS: dict[str, Dataset] = {
             archive="synthetic",
             splits=SplitByPercent(member=None, train=90, valid=5, test=5),
             tokenizer="char",
-            # small enough that the smoke budget trains each of its 33 lru cells in about a second
-            synthetic=SyntheticSpec(seed=4, vocab_size=250, sizes=(54_000, 3_000, 3_000), articles=False),
+            # small enough that the lru smoke budget trains each of its cells in about a second
+            synthetic=SyntheticSpec(seed=4, vocab_size=250, sizes=(36_000, 2_000, 2_000), articles=False),
         ),
     )
 }
