@@ -23,8 +23,6 @@ bit on a CPU.
 
 from __future__ import annotations
 
-import csv
-import json
 import math
 import sys
 import time
@@ -39,7 +37,7 @@ from ..configuration import ConfigError
 from ..data.autocomplete import INPUT_SYMBOLS, PAD_ID, UNK_ID, EncodedSplit, load_classes, load_split
 from ..models.autocomplete import AutocompleteModel
 from . import checkpoint
-from .common import pick_device, provenance
+from .common import provenance, start_run, write_run_outputs
 from .loop import StopFlag, TrainingDiverged, TrainingInterrupted
 
 
@@ -254,21 +252,12 @@ def write_outputs(run_dir: Path, cfg: dict, trainer: AutocompleteTrainer, device
         "wall_seconds": trainer.wall_seconds(),
         **provenance(device),
     }
-    torch.save({"config": cfg, "state_dict": model.state_dict()}, run_dir / "model.pt")
-    with open(run_dir / "history.csv", "w", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=list(p.history[0]))
-        writer.writeheader()
-        writer.writerows(p.history)
-    (run_dir / "metrics.json").write_text(json.dumps(metrics, indent=2) + "\n")
+    write_run_outputs(run_dir, cfg, model.state_dict(), p.history, metrics)
     return metrics
 
 
 def train_autocomplete(run_dir: Path, cfg: dict) -> dict:
-    run_dir.mkdir(parents=True, exist_ok=True)
-    (run_dir / "config.json").write_text(json.dumps(cfg, indent=2) + "\n")
-    torch.set_num_threads(cfg["threads"])
-    torch.manual_seed(cfg["seed"])
-    device = pick_device(cfg["device"])
+    device = start_run(run_dir, cfg)
     classes, data = load_data(cfg)
     model = build_model(cfg, len(classes)).to(device)
     trainer = AutocompleteTrainer(cfg, model, data, run_dir, device)

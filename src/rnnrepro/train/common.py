@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import csv
+import json
 import subprocess
 from datetime import datetime, timezone
+from pathlib import Path
 
 import torch
 
@@ -34,3 +37,22 @@ def provenance(device: torch.device) -> dict:
         "device_name": torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu",
         "finished_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
     }
+
+
+def start_run(run_dir: Path, cfg: dict) -> torch.device:
+    """Create the run folder, save the resolved config, set threads and the seed; returns the device."""
+    run_dir.mkdir(parents=True, exist_ok=True)
+    (run_dir / "config.json").write_text(json.dumps(cfg, indent=2) + "\n")
+    torch.set_num_threads(cfg["threads"])
+    torch.manual_seed(cfg["seed"])
+    return pick_device(cfg["device"])
+
+
+def write_run_outputs(run_dir: Path, cfg: dict, state_dict: dict, history: list[dict], metrics: dict) -> None:
+    """model.pt (weights with the config), history.csv (one row per entry) and metrics.json."""
+    torch.save({"config": cfg, "state_dict": state_dict}, run_dir / "model.pt")
+    with open(run_dir / "history.csv", "w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=list(history[0]))
+        writer.writeheader()
+        writer.writerows(history)
+    (run_dir / "metrics.json").write_text(json.dumps(metrics, indent=2) + "\n")

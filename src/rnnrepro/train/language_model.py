@@ -7,8 +7,6 @@ numbers and provenance) and ``model.pt`` (best weights with the config); the res
 
 from __future__ import annotations
 
-import csv
-import json
 import math
 import sys
 from pathlib import Path
@@ -18,7 +16,7 @@ import torch
 from ..data.corpus import load_corpus
 from ..models.language_model import Dropouts, LanguageModel
 from . import checkpoint
-from .common import pick_device, provenance
+from .common import provenance, start_run, write_run_outputs
 from .loop import Trainer
 
 
@@ -50,21 +48,12 @@ def write_outputs(run_dir: Path, cfg: dict, trainer: Trainer, wall_seconds: floa
         "wall_seconds": wall_seconds,
         **provenance(device),
     }
-    torch.save({"config": cfg, "state_dict": model.state_dict()}, run_dir / "model.pt")
-    with open(run_dir / "history.csv", "w", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=list(p.history[0]))
-        writer.writeheader()
-        writer.writerows(p.history)
-    (run_dir / "metrics.json").write_text(json.dumps(metrics, indent=2) + "\n")
+    write_run_outputs(run_dir, cfg, model.state_dict(), p.history, metrics)
     return metrics
 
 
 def train_language_model(run_dir: Path, cfg: dict) -> dict:
-    run_dir.mkdir(parents=True, exist_ok=True)
-    (run_dir / "config.json").write_text(json.dumps(cfg, indent=2) + "\n")
-    torch.set_num_threads(cfg["threads"])
-    torch.manual_seed(cfg["seed"])
-    device = pick_device(cfg["device"])
+    device = start_run(run_dir, cfg)
     corpus = load_corpus(Path(cfg["data"]["dir"]), Path(cfg["data"]["train_file"]))
     model = build_model(cfg, len(corpus.vocab)).to(device)
     trainer = Trainer(cfg, model, corpus, run_dir, device)
