@@ -8,7 +8,10 @@ One layer per cell, on random input that requires a gradient (as an embedding's 
 timed run is forward, sum of the outputs, backward. The cells are timed round-robin, one run of each
 per repeat, so a slow spell of a shared machine hits every cell alike; the table reports the median.
 "x nn.LSTM" is the cell's time per token over nn.LSTM's at the same input and hidden size, measured
-in the same run. The LRU family needs input size = hidden size; its baseline is nn.LSTM at
+in the same run. ``--floor`` adds a row "nested_lstm products only": the matrix products a depth-2
+Nested LSTM cannot avoid (its input projection and both of its gradients, the two step products
+forward and backward at every step, the recurrent weight gradients), run through the same library
+calls as the cell and nothing else -- the least its forward + backward can take on this machine. The LRU family needs input size = hidden size; its baseline is nn.LSTM at
 hidden -> hidden, marked in the table.
 """
 
@@ -23,6 +26,7 @@ from dataclasses import dataclass
 import torch
 
 from rnnrepro.cells import CELLS, build_layer
+from rnnrepro.cells.recurrence import StepProduct, weight_grad
 
 
 @dataclass(frozen=True)
@@ -42,6 +46,7 @@ CELL_OPTIONS = {"pru": {"groups": 2, "levels": 2}, "nested_lstm": {"depth": 2}, 
                 "grid_lstm": {"depth": 1}}
 SQUARE_ONLY = {"ps_lru", "rg_lru", "lru"}
 BASELINE = "lstm"
+FLOOR = "nested_lstm products only"
 
 
 def parse_args() -> argparse.Namespace:
@@ -51,6 +56,7 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--shapes", nargs="+", default=list(SHAPES), choices=list(SHAPES))
     parser.add_argument("--quick", action="store_true", help="1 warm-up and 3 timed repeats instead of 2 and 9")
     parser.add_argument("--threads", type=int, default=torch.get_num_threads())
+    parser.add_argument("--floor", action="store_true", help="add the nested_lstm products-only row")
     return parser.parse_args()
 
 
@@ -75,10 +81,46 @@ def timed_run(layer: torch.nn.Module, x: torch.Tensor) -> float:
     return time.perf_counter() - started
 
 
-def build_runs(cells: list[str], shape: Shape) -> dict[tuple[str, int], tuple[torch.nn.Module, torch.Tensor]]:
+class NestedLSTMProducts(torch.nn.Module):
+    """The unavoidable matrix products of a depth-2 Nested LSTM layer, in its own calls (see --floor)."""
+
+    def __init__(self, input_size: int, hidden_size: int):
+        super().__init__()
+        m = hidden_size
+        self.weight_ih = torch.nn.Parameter(torch.randn(4 * m, input_size))
+        self.weight_hh = torch.nn.Parameter(torch.randn(4 * m, m))
+        self.weight_inner = torch.nn.Parameter(torch.randn(4 * m, 2 * m))
+        self.hidden_size = m
+
+    def init_state(self, batch: int) -> None:
+        return None
+
+    def forward(self, x: torch.Tensor, state=None):
+        steps, batch, m = x.size(0), x.size(1), self.hidden_size
+        with torch.no_grad():
+            projected = torch.nn.functional.linear(x, self.weight_ih)
+            outer, inner = StepProduct(self.weight_hh, batch), StepProduct(self.weight_inner, batch)
+            h, joined, grad = x.new_zeros(batch, m), x.new_zeros(batch, 2 * m), x.new_zeros(batch, 4 * m)
+            for t in range(steps):
+                outer(h, add=projected[t]), inner(joined)
+            outer_t = StepProduct(self.weight_hh.t().contiguous(), batch)
+            inner_t = StepProduct(self.weight_inner.t().contiguous(), batch)
+            for t in range(steps):
+                inner_t(grad), outer_t(grad)
+            grads = projected.new_zeros(projected.shape)
+            weight_grad(grads, x.new_zeros(steps, batch, m)), weight_grad(grads, x.new_zeros(steps, batch, 2 * m))
+            weight_grad(grads, x), grads @ self.weight_ih
+        return x.new_zeros(steps, batch, m, requires_grad=True), None
+
+
+def build_runs(cells: list[str], shape: Shape, floor: bool = False) -> dict[tuple[str, int], tuple]:
     """(cell, input size) -> (layer, input) for every cell and the nn.LSTM baseline(s) it needs."""
     torch.manual_seed(0)
     runs = {}
+    if floor:
+        runs[FLOOR, shape.input_size] = (NestedLSTMProducts(shape.input_size, shape.hidden_size),
+                                         torch.randn(shape.steps, shape.batch, shape.input_size))
+        cells = [*cells, BASELINE]
     for cell in cells:
         for name in (cell, BASELINE):
             key = (name, input_size_for(cell, shape))
@@ -98,15 +140,16 @@ def median_seconds(runs: dict, warmup: int, repeats: int) -> dict[tuple[str, int
     return {key: statistics.median(values) for key, values in seconds.items()}
 
 
-def benchmark_shape(cells: list[str], shape: Shape, warmup: int, repeats: int) -> list[dict]:
-    runs = build_runs(cells, shape)
+def benchmark_shape(cells: list[str], shape: Shape, warmup: int, repeats: int, floor: bool) -> list[dict]:
+    runs = build_runs(cells, shape, floor)
     median = median_seconds(runs, warmup, repeats)
     baselines = sorted((key for key in runs if key[0] == BASELINE), key=lambda key: key[1] != shape.input_size)
     tokens = shape.batch * shape.steps
     return [{"cell": key[0], "options": CELL_OPTIONS.get(key[0], {}), "input": key[1],
              "ms": 1000 * median[key], "tokens_per_s": tokens / median[key],
              "vs_lstm": median[key] / median[BASELINE, key[1]]}
-            for key in baselines + [(cell, input_size_for(cell, shape)) for cell in cells]]
+            for key in baselines + [(cell, input_size_for(cell, shape)) for cell in cells]
+            + [key for key in runs if key[0] == FLOOR]]
 
 
 def print_table(name: str, shape: Shape, rows: list[dict]) -> None:
@@ -127,7 +170,7 @@ def main() -> None:
     print(f"torch {torch.__version__}, {args.threads} threads, {cpu_name()}, "
           f"median of {repeats} round-robin repeats after {warmup} warm-up")
     for name in args.shapes:
-        print_table(name, SHAPES[name], benchmark_shape(args.cells, SHAPES[name], warmup, repeats))
+        print_table(name, SHAPES[name], benchmark_shape(args.cells, SHAPES[name], warmup, repeats, args.floor))
 
 
 if __name__ == "__main__":

@@ -15,6 +15,7 @@ from torch import nn
 from torch.func import functional_call
 
 from rnnrepro.cells import CELLS, RecurrentLayer, build_layer, cell_class
+from rnnrepro.cells.recurrence import StepProduct
 from rnnrepro.models.regularisation import run_with_weight_drop
 
 OPTIONS = {"nested_lstm": {"depth": 2}, "rhn": {"recurrence_depth": 2}, "grid_lstm": {"depth": 2}}
@@ -396,9 +397,9 @@ def test_lattice_is_symmetric_under_swapping_time_and_depth(cell):
 # Gradients, state carry, weight drop
 
 
-@pytest.mark.parametrize("cell", LIBRARY)
-def test_gradients_match_finite_differences(cell):
-    layer = make_layer(cell, 3, 4)
+@pytest.mark.parametrize(("cell", "options"), [(cell, {}) for cell in LIBRARY] + [("nested_lstm", {"depth": 3})])
+def test_gradients_match_finite_differences(cell, options):
+    layer = make_layer(cell, 3, 4, **options)
     x, state = random_inputs(layer, steps=4, batch=2)
     names = [name for name, _ in layer.named_parameters()]
     params = [p.detach().clone().requires_grad_() for p in layer.parameters()]
@@ -411,6 +412,42 @@ def test_gradients_match_finite_differences(cell):
         return (y, *as_tuple(new_state))
 
     assert torch.autograd.gradcheck(run, (x.requires_grad_(), *state, *params))
+
+
+ONEDNN = pytest.mark.skipif(not torch.backends.mkldnn.is_available(), reason="this torch has no oneDNN")
+
+
+@ONEDNN
+@pytest.mark.parametrize("with_bias", [False, True])
+@pytest.mark.parametrize("with_add", [False, True])
+def test_onednn_step_product_is_the_blas_product(with_bias, with_add):
+    generator = torch.Generator().manual_seed(0)
+    weight, x, add, bias = (torch.randn(*shape, generator=generator) for shape in [(40, 24), (5, 24), (5, 40), (40,)])
+    product = StepProduct(weight, 5, bias if with_bias else None)
+    assert product.packed is not None, "float32 on a CPU must take the oneDNN path"
+    expected = x @ weight.t() + (bias if with_bias else 0) + (add if with_add else 0)
+    out = torch.empty(5, 40)
+    result = product(x, add=add if with_add else None, out=out)
+    assert result is out
+    torch.testing.assert_close(out, expected, rtol=1e-5, atol=1e-5)
+
+
+@ONEDNN
+@pytest.mark.filterwarnings("ignore:TF32 acceleration")  # torch.backends.mkldnn.flags() says so on any CPU
+def test_nested_lstm_onednn_path_matches_the_blas_path():
+    """float32 forward and backward with the step products in oneDNN equal those with torch.addmm."""
+    def forward_backward(onednn: bool):
+        torch.manual_seed(0)
+        layer = build_layer("nested_lstm", 16, 24, depth=3)
+        x = torch.randn(6, 5, 16, requires_grad=True)
+        with torch.backends.mkldnn.flags(enabled=onednn):
+            assert (StepProduct(layer.weight_hh_l0, 5).packed is not None) == onednn
+            y, state = layer(x, layer.init_state(5))
+            (y.square().sum() + sum(s.sum() for s in state)).backward()
+        return [y, *state, x.grad, *(p.grad for p in layer.parameters())]
+
+    for fast, plain in zip(forward_backward(True), forward_backward(False)):
+        torch.testing.assert_close(fast, plain, rtol=1e-4, atol=1e-5)
 
 
 @pytest.mark.parametrize("cell", LIBRARY)

@@ -25,127 +25,150 @@ weight_hh_l{d} (on h_{t-1}, or on h̃ inside) and bias_l{d}; the forget-gate bia
 reference adds a constant forget_bias = 1). Weight drop takes every weight_hh_l{d}: each multiplies
 its level's previous hidden state.
 
-Only W x_t is hoisted out of the loop; every inner product depends on h_{t-1}. So one step does three
-M x 4M products where an LSTM does one: at equal width a depth-2 NLSTM costs about three LSTM layers.
+Speed. Only W x_t is hoisted out of the loop; every inner product depends on h_{t-1}. So one step
+does three M x 4M products where an LSTM does one, forward and backward, and the recurrent weight
+gradients are three such products over the whole sequence where an LSTM has one: at equal width a
+depth-2 NLSTM is about three LSTM layers' arithmetic (2.5x nn.LSTM at the AWD shape, where the input
+projection, the same for both, dilutes it). The step products go through oneDNN on a CPU
+(``StepProduct``); the step's elementwise work is a handful of fused multiplies, because the backward
+pass first forms every gate's local derivative over the whole sequence in a few batched operations.
+What is left above the products themselves is small: see benchmarks/cells.py ``--floor``.
 """
 
 from __future__ import annotations
+
+from typing import NamedTuple
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
 from .base import RecurrentLayer
-from .recurrence import (grad_or_zeros, sigmoid_grad, tanh_grad, uniform_init_, weight_grad,
+from .recurrence import (StepProduct, grad_or_zeros, sigmoid_grad, tanh_grad, uniform_init_, weight_grad,
                          zero_state)
 
 FORGET_BIAS = 1.0
 
 
-def _activate(preactivation: torch.Tensor, outermost: bool) -> torch.Tensor:
-    """Gates i, f, o through σ; g through the identity (outermost level) or tanh, in place."""
-    i, f, g, o = preactivation.chunk(4, dim=1)
-    for gate in (i, f, o):
-        gate.sigmoid_()
-    if not outermost:
-        g.tanh_()
-    return preactivation
-
-
 class _NestedLSTMRecurrence(torch.autograd.Function):
-    """Outputs h_1..h_T and the final memories, given the hoisted W x_t + b of level 0."""
+    """Outputs h_1..h_T and the final memories, given the hoisted W x_t + b of level 0.
+
+    Gate rows per level: i, f, g, o (as stored). Forward keeps per level the activated gates, the
+    memories c^d_0..c^d_T and tanh(c^d_1..T), and per inner level its input [x̃; h̃] (for the weight
+    gradient). Backward first forms, over the whole sequence at once, every factor that links a
+    pre-activation's gradient to the gradient of what it feeds; the step loop is then left with one
+    fused multiply per gate group and the two matrix products.
+    """
 
     @staticmethod
     def forward(ctx, depth: int, projected: torch.Tensor, h0: torch.Tensor, *tensors: torch.Tensor):
         # weights: W_hh of level 0, then per inner level [W_ih W_hh] side by side (4M x 2M) and its bias
         memories0, weights = tensors[:depth], _joined_inner_weights(tensors[depth:])
-        steps = projected.size(0)
-        gates = [projected.new_empty(projected.shape) for _ in range(depth)]   # activated, per level
-        memories = [projected.new_empty(steps + 1, *h0.shape) for _ in range(depth)]
-        hidden = projected.new_empty(steps + 1, *h0.shape)
+        steps, (batch, size) = projected.size(0), h0.shape
+        gates = [projected.new_empty(steps, batch, 4 * size) for _ in range(depth)]   # activated
+        memories = [projected.new_empty(steps + 1, batch, size) for _ in range(depth)]
+        tanh_memories = [projected.new_empty(steps, batch, size) for _ in range(depth)]
+        inner_inputs = [None] + [projected.new_empty(steps, batch, 2 * size) for _ in range(1, depth)]
+        hidden = projected.new_empty(steps + 1, batch, size)
         hidden[0] = h0
         for level in range(depth):
             memories[level][0] = memories0[level]
+        projected = projected.contiguous()
+        # x ↦ x W^T per level: W_hh^0 (the hoisted product already holds W x + b), then [W_ih W_hh]^d, b^d
+        products = [StepProduct(weights[0], batch)] + [StepProduct(weights[2 * level - 1], batch, weights[2 * level])
+                                                      for level in range(1, depth)]
         for t in range(steps):
-            _NestedLSTMRecurrence._step(t, projected, hidden, memories, gates, weights)
+            gate = products[0](hidden[t], add=projected[t], out=gates[0][t])
+            gate[:, : 2 * size].sigmoid_()          # i, f;  g: the identity at level 0
+            gate[:, 3 * size:].sigmoid_()           # o
+            for level in range(1, depth):
+                outer = gates[level - 1][t]
+                x = inner_inputs[level][t]
+                torch.mul(outer[:, :size], outer[:, 2 * size: 3 * size], out=x[:, :size])        # x̃ = i g
+                torch.mul(outer[:, size: 2 * size], memories[level - 1][t], out=x[:, size:])      # h̃ = f c
+                gate = products[level](x, out=gates[level][t])
+                gate[:, : 2 * size].sigmoid_()
+                gate[:, 2 * size: 3 * size].tanh_()
+                gate[:, 3 * size:].sigmoid_()
+            inner = gates[depth - 1][t]
+            cell = torch.mul(inner[:, :size], inner[:, 2 * size: 3 * size], out=memories[depth - 1][t + 1])
+            cell.addcmul_(inner[:, size: 2 * size], memories[depth - 1][t])
+            for level in range(depth - 1, -1, -1):   # each level's output is the memory of the one above
+                squashed = torch.tanh(memories[level][t + 1], out=tanh_memories[level][t])
+                target = memories[level - 1][t + 1] if level else hidden[t + 1]
+                torch.mul(gates[level][t][:, 3 * size:], squashed, out=target)
         ctx.depth = depth
-        ctx.save_for_backward(hidden, *memories, *gates, *weights)
+        ctx.save_for_backward(hidden, *memories, *tanh_memories, *gates, *inner_inputs[1:], *weights)
         return (hidden[1:], *(m[steps] for m in memories))
-
-    @staticmethod
-    def _step(t, projected, hidden, memories, gates, weights):
-        depth = len(gates)
-        torch.addmm(projected[t], hidden[t], weights[0].t(), out=gates[0][t])
-        _activate(gates[0][t], outermost=True)
-        for level in range(1, depth):
-            i, f, g, _ = gates[level - 1][t].chunk(4, dim=1)
-            weight, bias = weights[2 * level - 1: 2 * level + 1]
-            inner_inputs = torch.cat([i * g, f * memories[level - 1][t]], dim=1)   # [x̃; h̃]
-            torch.addmm(bias, inner_inputs, weight.t(), out=gates[level][t])
-            _activate(gates[level][t], outermost=False)
-        i, f, g, _ = gates[depth - 1][t].chunk(4, dim=1)
-        cell = torch.addcmul(i * g, f, memories[depth - 1][t])
-        for level in range(depth - 1, -1, -1):
-            memories[level][t + 1] = cell
-            cell = gates[level][t].chunk(4, dim=1)[3] * torch.tanh(cell)  # level output = c of level - 1
-        hidden[t + 1] = cell
 
     @staticmethod
     def backward(ctx, grad_hidden, *grad_final_memories):
         depth = ctx.depth
-        saved = ctx.saved_tensors
-        hidden, memories, gates, weights = (saved[0], saved[1: 1 + depth], saved[1 + depth: 1 + 2 * depth],
-                                            saved[1 + 2 * depth:])
-        steps = hidden.size(0) - 1
-        grad_hidden = grad_or_zeros(grad_hidden, hidden[1:])
+        saved = list(ctx.saved_tensors)
+        hidden = saved.pop(0)
+        memories, tanh_memories, gates = (saved[k * depth: (k + 1) * depth] for k in range(3))
+        inner_inputs = [None, *saved[3 * depth: 4 * depth - 1]]
+        weights = saved[4 * depth - 1:]
+        steps, (batch, size) = hidden.size(0) - 1, hidden.shape[1:]
+        # g ↦ g W per level (the step's gradient through W_hh^0, then through [W_ih W_hh]^d)
+        products = [StepProduct(w.t().contiguous(), batch) for w in (weights[0], *weights[1::2])]
+        grad_hidden = grad_or_zeros(grad_hidden, hidden[1:]).contiguous()
         grad_memory = [grad_or_zeros(g, memories[level][steps]).clone()
                        for level, g in enumerate(grad_final_memories)]
-        grad_preactivations = [torch.empty_like(g) for g in gates]
-        grad_h = torch.zeros_like(hidden[0])
+        factors = [_backward_factors(level, depth, gates[level], memories[level], tanh_memories[level])
+                   for level in range(depth)]
+        grad_pre = [torch.empty_like(g) for g in gates]   # gradients at the pre-activations
+        grad_h = grad_hidden[steps - 1].clone()
         for t in range(steps - 1, -1, -1):
-            grad_h = grad_h + grad_hidden[t]
-            grad_h = _NestedLSTMRecurrence._step_backward(t, grad_h, grad_memory, memories, gates,
-                                                          weights, grad_preactivations)
-        return (None, grad_preactivations[0], grad_h, *grad_memory,
-                *_NestedLSTMRecurrence._weight_grads(hidden, memories, gates, grad_preactivations))
+            # down the levels: each output gate, and the gradient of each memory at step t + 1
+            grad_out = grad_h
+            for level in range(depth):
+                f = factors[level]
+                torch.mul(grad_out, f.output_gate[t], out=grad_pre[level][t][:, 3 * size:])
+                grad_out = grad_memory[level].addcmul_(grad_out, f.through_output[t])
+            # the innermost memory update c = f c_prev + i g: its i, f, g pre-activations at once
+            f = factors[depth - 1]
+            torch.mul(grad_out.unsqueeze(1), f.update[t],
+                      out=grad_pre[depth - 1][t][:, : 3 * size].view(-1, 3, size))
+            grad_memory[depth - 1] = grad_out * f.forget[t]
+            # up the levels: [x̃; h̃] of level d are i g and f c of level d - 1
+            for level in range(depth - 1, 0, -1):
+                grad_x = products[level](grad_pre[level][t])
+                outer, f = grad_pre[level - 1][t].view(-1, 4, size), factors[level - 1]
+                torch.mul(grad_x[:, :size].unsqueeze(1), f.inner_input[t], out=outer[:, 0::2])   # i, g
+                torch.mul(grad_x[:, size:], f.inner_hidden[t], out=outer[:, 1])                  # f
+                grad_memory[level - 1] = grad_x[:, size:] * f.forget[t]
+            grad_h = products[0](grad_pre[0][t], add=grad_hidden[t - 1] if t else None)
+        weight_grads = [weight_grad(grad_pre[0], hidden[:-1])]
+        for level in range(1, depth):
+            weight_grads += [*weight_grad(grad_pre[level], inner_inputs[level]).chunk(2, dim=1),
+                             grad_pre[level].sum(dim=(0, 1))]
+        return (None, grad_pre[0], grad_h, *grad_memory, *weight_grads)
 
-    @staticmethod
-    def _step_backward(t, grad_h, grad_memory, memories, gates, weights, grad_preactivations):
-        """Gradients at step t: fills grad_preactivations[.][t], updates grad_memory to step t - 1."""
-        depth = len(gates)
-        grad_output_gate = []
-        grad_out = grad_h  # gradient w.r.t. the output of the current level, outermost first
-        for level in range(depth):
-            o = gates[level][t].chunk(4, dim=1)[3]
-            tanh_cell = torch.tanh(memories[level][t + 1])
-            grad_output_gate.append(grad_out * tanh_cell)
-            grad_out = grad_memory[level] + tanh_grad(grad_out * o, tanh_cell)
-        i, f, g, _ = gates[depth - 1][t].chunk(4, dim=1)
-        grad_i, grad_f, grad_g = grad_out * g, grad_out * memories[depth - 1][t], grad_out * i
-        grad_memory[depth - 1] = grad_out * f
-        for level in range(depth - 1, -1, -1):
-            i, f, g, o = gates[level][t].chunk(4, dim=1)
-            grad_g = grad_g if level == 0 else tanh_grad(grad_g, g)
-            grad = torch.cat([sigmoid_grad(grad_i, i), sigmoid_grad(grad_f, f), grad_g,
-                              sigmoid_grad(grad_output_gate[level], o)], dim=1)
-            grad_preactivations[level][t] = grad
-            if level == 0:
-                return grad @ weights[0]
-            grad_inner_input, grad_inner_hidden = (grad @ weights[2 * level - 1]).chunk(2, dim=1)
-            i, f, g, _ = gates[level - 1][t].chunk(4, dim=1)
-            grad_i, grad_g = grad_inner_input * g, grad_inner_input * i
-            grad_f = grad_inner_hidden * memories[level - 1][t]
-            grad_memory[level - 1] = grad_inner_hidden * f
 
-    @staticmethod
-    def _weight_grads(hidden, memories, gates, grad_preactivations):
-        grads = [weight_grad(grad_preactivations[0], hidden[:-1])]
-        for level in range(1, len(gates)):
-            i, f, g, _ = gates[level - 1].chunk(4, dim=2)
-            grad = grad_preactivations[level]
-            grads += [*weight_grad(grad, torch.cat([i * g, f * memories[level - 1][:-1]], dim=2)).chunk(2, dim=1),
-                      grad.sum(dim=(0, 1))]
-        return grads
+class _Factors(NamedTuple):
+    output_gate: torch.Tensor     # d pre_o / d out = tanh(c) σ'(o)
+    through_output: torch.Tensor  # d c / d out = o tanh'(c)
+    forget: torch.Tensor          # f: d c_prev (or h̃'s memory) / d c (or h̃)
+    update: torch.Tensor | None   # innermost: rows i, f, g of d c / d pre = (g σ'(i), c_prev σ'(f), i g')
+    inner_input: torch.Tensor | None   # outer levels: rows i, g from d x̃
+    inner_hidden: torch.Tensor | None  # outer levels: row f from d h̃
+
+
+def _backward_factors(level: int, depth: int, gates: torch.Tensor, memories: torch.Tensor,
+                      tanh_memories: torch.Tensor) -> _Factors:
+    """The factors of one level over the whole sequence (each (T, B, M), or stacked rows)."""
+    i, f, g, o = gates.chunk(4, dim=2)
+    # d(i g)/d pre_g: g is the identity at level 0, tanh inside
+    through_g = i if level == 0 else tanh_grad(i, g)
+    factors = dict(output_gate=sigmoid_grad(tanh_memories, o), through_output=tanh_grad(o, tanh_memories),
+                   forget=f, update=None, inner_input=None, inner_hidden=None)
+    if level == depth - 1:   # c = f c_prev + i g: rows i, f, g
+        factors["update"] = torch.stack([sigmoid_grad(g, i), sigmoid_grad(memories[:-1], f), through_g], dim=2)
+    else:                    # x̃ = i g (rows i, g) and h̃ = f c_prev (row f) feed the level below
+        factors["inner_input"] = torch.stack([sigmoid_grad(g, i), through_g], dim=2)
+        factors["inner_hidden"] = sigmoid_grad(memories[:-1], f)
+    return _Factors(**factors)
 
 
 def _joined_inner_weights(weights: tuple[torch.Tensor, ...]) -> list[torch.Tensor]:
