@@ -9,13 +9,13 @@
 # ---
 
 # %% [markdown]
-# # LRU: accuracy, and validation loss against epochs
+# # LRU: accuracy, and the loss after every epoch
 #
 # Ahuja & Morency (AAAI 2018). Character-level language models with 24 M parameters on PTB, War and
 # Peace, enwik8 and text8: the test categorical cross entropy (nats per character, and bits per
 # character) of the best-validation epoch, mean over seeds, beside the paper's values (read off the
-# authors' figures, see `config/studies/lru.yaml`). The curves are the validation loss after every
-# epoch; the model comparison and the LRU-variant comparison are separate figures, as in the paper.
+# authors' figures, see `config/studies/lru.yaml`). The curves are the validation and the test loss
+# after every epoch; the model comparison and the LRU-variant comparison are separate figures, as in the paper.
 # Under the smoke budget the models are tiny and every dataset is the same synthetic stand-in
 # (column `corpus`): only the shape of the table and figures is comparable, not the numbers.
 
@@ -46,23 +46,36 @@ table[["dataset", "unit", "hidden_size", "params", "seeds", "test_loss", "test_l
        "paper_test_loss", "paper_test_bpc"]]
 
 # %% [markdown]
-# Validation loss after every epoch (mean over seeds, band: their range), one panel per dataset.
+# Loss after every epoch (mean over seeds, band: their range), one column per dataset: the validation
+# loss (what early stopping and the best epoch go by) and the test loss (the paper's curves plot the
+# test loss after every epoch, as the authors' char.py records it). Dashed: the paper's test loss at
+# the best epoch, read off its figures.
 
 # %%
 histories = lru.read_histories(metrics_files)
 datasets = [d for d in study_config["artifacts"][artifact]["datasets"] if d in set(histories["dataset"])]
+splits = {"val_loss": "validation", "test_loss": "test"}
+long = (histories.melt(id_vars=["dataset", "cell", "seed", "epoch"],
+                       value_vars=[c for c in splits if c in histories], var_name="split", value_name="loss")
+        .dropna(subset=["loss"]).assign(split=lambda h: h["split"].map(splits)))
 
 
 def plot_curves(units: list[str], path: str, title: str) -> None:
-    shown = histories[histories["cell"].isin(units)].assign(unit=lambda h: h["cell"].map(lru.UNIT_LABELS))
-    grid = sns.relplot(data=shown, kind="line", x="epoch", y="val_loss", hue="unit", col="dataset",
-                       col_order=datasets, hue_order=[lru.UNIT_LABELS[u] for u in units],
+    shown = long[long["cell"].isin(units)].assign(unit=lambda h: h["cell"].map(lru.UNIT_LABELS))
+    rows = [s for s in splits.values() if s in set(shown["split"])]
+    grid = sns.relplot(data=shown, kind="line", x="epoch", y="loss", hue="unit", col="dataset", row="split",
+                       col_order=datasets, row_order=rows, hue_order=[lru.UNIT_LABELS[u] for u in units],
                        palette=[lru.UNIT_COLOURS[u] for u in units], errorbar=("pi", 100),
                        facet_kws={"sharey": False, "sharex": False}, height=3.2, aspect=1.2)
-    grid.set_axis_labels("epoch", "validation loss (nats/char)")
-    for ax in grid.axes.flat:
+    grid.set_axis_labels("epoch", "loss (nats/char)")
+    for (row, dataset), ax in grid.axes_dict.items():
         ax.xaxis.set_major_locator(MaxNLocator(integer=True))
-    grid.figure.suptitle(title, y=1.03)
+        if row != "test":
+            continue
+        for paper in table[(table["dataset"] == dataset) & table["cell"].isin(units)].itertuples():
+            if paper.paper_test_loss == paper.paper_test_loss:  # not NaN
+                ax.axhline(paper.paper_test_loss, color=lru.UNIT_COLOURS[paper.cell], linestyle="--", linewidth=0.8)
+    grid.figure.suptitle(title + " -- dashed: the paper's test loss", y=1.02)
     grid.figure.savefig(path, dpi=120, bbox_inches="tight")
     plt.show()
 

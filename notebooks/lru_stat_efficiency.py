@@ -16,6 +16,10 @@
 # and evaluated on the full test split, on PTB and text8 as in the paper. Solid lines are ours (mean
 # over seeds), dashed lines the paper's (read off the authors' figures). The model comparison and the
 # LRU-variant comparison are separate figures, as in the paper.
+#
+# The dashed lines are not like for like: the authors' tooling cut the first p % of the whole file and
+# split that prefix 90/5/5, so each of their fractions was most likely tested on its own prefix's last
+# 5 % (see `paper: stat_efficiency` in config/studies/lru.yaml). Compare the ranking of the units.
 
 # %% tags=["parameters"]
 study = "lru"

@@ -9,12 +9,15 @@ import time
 from collections import Counter
 from pathlib import Path
 
+import pandas as pd
 import pytest
+import torch
 import yaml
 
 from rnnrepro import grid
 from rnnrepro.configuration import REPO_ROOT, load_study
 from rnnrepro.data import fetch, prepare
+from rnnrepro.models.language_model import Dropouts, LanguageModel
 
 TIMING_KEYS = {"wall_seconds", "train_seconds", "finished_at", "git_sha"}
 
@@ -89,18 +92,54 @@ def test_outputs_and_learning(reference_run, corpus_dir):
     assert metrics["torch_version"] and metrics["device"] == "cpu"
     history = (run_dir / "history.csv").read_text().splitlines()
     assert history[0].startswith("epoch,train_loss,train_ppl,val_loss,val_ppl,lr")
+    assert "test_loss" not in history[0]  # the PRU recipes do not score the test split every epoch
     assert len(history) == 1 + 3
 
 
 def test_synthetic_corpus_rewards_a_recurrent_model(corpus_dir, tmp_path):
-    """An LSTM trained briefly on the synthetic corpus clearly beats a unigram model."""
+    """An LSTM trained briefly on the synthetic corpus clearly beats a unigram model. With
+    test_every_epoch (the LRU recipe) history.csv has the test loss of every epoch, and the one of the
+    best epoch is the reported test loss."""
     cfg = smoke_config(corpus_dir, "lstm_m1000", hidden_size=64, epochs=2, dropout_input=0.0,
-                       dropout_hidden=0.0, dropout_output=0.0, ar_alpha=0.0, tar_beta=0.0)
+                       dropout_hidden=0.0, dropout_output=0.0, ar_alpha=0.0, tar_beta=0.0, test_every_epoch=True)
     cfg["architecture"].update(layers=1, tie_weights=False)
     code, err = finished(train_cli(tmp_path / "lstm", cfg))
     assert code == 0, err
-    test_ppl = json.loads((tmp_path / "lstm" / "metrics.json").read_text())["test_ppl"]
-    assert test_ppl < 0.6 * unigram_ppl(corpus_dir)
+    metrics = json.loads((tmp_path / "lstm" / "metrics.json").read_text())
+    assert metrics["test_ppl"] < 0.6 * unigram_ppl(corpus_dir)
+    history = pd.read_csv(tmp_path / "lstm" / "history.csv")
+    assert len(history) == 2 and history["test_loss"].map(math.isfinite).all()
+    assert history["test_loss"].iloc[-1] < history["test_loss"].iloc[0]
+    best = history.loc[history["epoch"] == metrics["best_epoch"], "test_loss"].item()
+    assert best == pytest.approx(metrics["test_loss"], rel=1e-6)
+
+
+@pytest.mark.parametrize("tie_weights", [False, True])
+def test_initialisation_schemes(tie_weights):
+    """awd: embedding and decoder U(-0.1, 0.1), decoder bias 0; torch: N(0, 1) embedding and the
+    nn.Linear default decoder (the LRU authors' langModel)."""
+    dropouts = Dropouts("elementwise", 0.0, 0.0, 0.0, 0.0, 0.0)
+    torch.manual_seed(0)
+    awd = LanguageModel(500, "lstm", 64, 64, 1, tie_weights, {}, dropouts)
+    torch.manual_seed(0)
+    default = LanguageModel(500, "lstm", 64, 64, 1, tie_weights, {}, dropouts, init="torch")
+    assert awd.embedding.weight.abs().max() <= 0.1 and (awd.decoder.bias == 0).all()
+    assert 0.9 < default.embedding.weight.std() < 1.1 and default.embedding.weight.abs().max() > 1
+    assert (default.decoder.bias != 0).all() and default.decoder.bias.abs().max() <= 1 / 8
+    if tie_weights:
+        assert default.decoder.weight is default.embedding.weight
+    else:
+        assert default.decoder.weight.abs().max() <= 1 / 8
+    with pytest.raises(ValueError, match="init='xavier'"):
+        LanguageModel(500, "lstm", 64, 64, 1, tie_weights, {}, dropouts, init="xavier")
+
+
+def test_lru_models_use_the_authors_initialisation():
+    run_config = yaml.safe_load((REPO_ROOT / "config" / "config.yaml").read_text())
+    lru_cfg = grid.resolve_cell(load_study("lru"), run_config, grid.Cell("lru", "ptb_char", "lru_24m", 100, 1111))
+    pru_cfg = grid.resolve_cell(load_study("pru"), run_config, grid.Cell("pru", "ptb", "lstm_m1000", 100, 1111))
+    assert lru_cfg["architecture"]["init"] == "torch" and lru_cfg["recipe"]["test_every_epoch"]
+    assert "init" not in pru_cfg["architecture"] and not pru_cfg["recipe"]["test_every_epoch"]
 
 
 def test_killed_run_resumes_bit_for_bit(reference_run, tmp_path):

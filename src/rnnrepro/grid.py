@@ -122,7 +122,7 @@ def architecture(study: dict, config: dict, model_id: str, corpus: str) -> dict:
         embedding = hidden if same_width else _scaled(model["embedding_size"], budget)
     return {"cell": model["cell"], "embedding_size": embedding, "hidden_size": hidden, "layers": model["layers"],
             "tie_weights": model["tie_weights"], "cell_options": dict(model["cell_options"]),
-            "param_budget": param_budget}
+            "param_budget": param_budget, **({"init": model["init"]} if "init" in model else {})}
 
 
 def resolve_cell(study: dict, config: dict, cell: Cell) -> dict:

@@ -36,8 +36,13 @@ class LMOutput:
 
 class LanguageModel(nn.Module):
     def __init__(self, vocab_size: int, cell: str, embedding_size: int, hidden_size: int, layers: int,
-                 tie_weights: bool, cell_options: dict, dropouts: Dropouts):
+                 tie_weights: bool, cell_options: dict, dropouts: Dropouts, init: str = "awd"):
+        """``init``: 'awd' -- embedding and decoder U(-0.1, 0.1), decoder bias 0 (AWD-LSTM, the PRU
+        code); 'torch' -- torch's defaults, embedding N(0, 1), decoder weight and bias U(+-1/sqrt(fan_in))
+        (the LRU authors' langModel). The recurrent layers initialise themselves either way."""
         super().__init__()
+        if init not in ("awd", "torch"):
+            raise ValueError(f"init={init!r}: expected 'awd' or 'torch'")
         self.dropouts = dropouts
         self.embedding = nn.Embedding(vocab_size, embedding_size)
         last_size = embedding_size if tie_weights else hidden_size
@@ -45,12 +50,13 @@ class LanguageModel(nn.Module):
         self.layers = nn.ModuleList(
             build_layer(cell, sizes[i], sizes[i + 1], **cell_options) for i in range(layers))
         self.decoder = nn.Linear(last_size, vocab_size)
-        nn.init.uniform_(self.embedding.weight, -0.1, 0.1)
-        nn.init.zeros_(self.decoder.bias)
+        if init == "awd":
+            nn.init.uniform_(self.embedding.weight, -0.1, 0.1)
+            nn.init.zeros_(self.decoder.bias)
+            if not tie_weights:
+                nn.init.uniform_(self.decoder.weight, -0.1, 0.1)
         if tie_weights:
             self.decoder.weight = self.embedding.weight
-        else:
-            nn.init.uniform_(self.decoder.weight, -0.1, 0.1)
 
     def init_state(self, batch_size: int) -> list:
         weight = self.embedding.weight

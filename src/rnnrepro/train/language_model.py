@@ -25,7 +25,7 @@ def build_model(cfg: dict, vocab_size: int) -> LanguageModel:
     dropouts = Dropouts(r["dropout_kind"], r["dropout_embedding"], r["dropout_input"], r["dropout_hidden"],
                         r["dropout_output"], r["weight_drop"])
     return LanguageModel(vocab_size, a["cell"], a["embedding_size"], a["hidden_size"], a["layers"],
-                         a["tie_weights"], a["cell_options"], dropouts)
+                         a["tie_weights"], a["cell_options"], dropouts, init=a.get("init", "awd"))
 
 
 def write_outputs(run_dir: Path, cfg: dict, trainer: Trainer, wall_seconds: float, device: torch.device) -> dict:

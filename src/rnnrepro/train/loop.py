@@ -267,12 +267,16 @@ class Trainer:
             if not math.isfinite(val_loss):
                 raise TrainingDiverged(f"{self._where(p.batches)}: the validation loss is {val_loss}")
             non_monotone = self._non_monotone(val_loss)
+            if r["test_every_epoch"]:
+                with self.averager.averaged(self.model):
+                    test_loss = self.evaluate(self.corpus.test, r["test_batch_size"])
             epoch_row = {
                 "epoch": p.epoch,
                 "train_loss": p.loss_sum / p.batches,
                 "train_ppl": math.exp(p.loss_sum / p.batches),
                 "val_loss": val_loss,
                 "val_ppl": math.exp(val_loss),
+                **({"test_loss": test_loss} if r["test_every_epoch"] else {}),
                 "lr": r["lr"],
                 "averaging": self.averager.active,
                 "seconds": p.seconds,
