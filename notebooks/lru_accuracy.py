@@ -49,7 +49,7 @@ table[["dataset", "unit", "hidden_size", "params", "seeds", "test_loss", "test_l
 # Loss after every epoch (mean over seeds, band: their range), one column per dataset: the validation
 # loss (what early stopping and the best epoch go by) and the test loss (the paper's curves plot the
 # test loss after every epoch, as the authors' char.py records it). Dashed: the paper's test loss at
-# the best epoch, read off its figures.
+# the best epoch, read off its figures (only beside runs on the real dataset).
 
 # %%
 histories = lru.read_histories(metrics_files)
@@ -72,10 +72,12 @@ def plot_curves(units: list[str], path: str, title: str) -> None:
         ax.xaxis.set_major_locator(MaxNLocator(integer=True))
         if row != "test":
             continue
-        for paper in table[(table["dataset"] == dataset) & table["cell"].isin(units)].itertuples():
+        # the paper's value only beside runs on the real dataset (not a smoke stand-in)
+        real = table[(table["dataset"] == dataset) & (table["corpus"] == dataset) & table["cell"].isin(units)]
+        for paper in real.itertuples():
             if paper.paper_test_loss == paper.paper_test_loss:  # not NaN
                 ax.axhline(paper.paper_test_loss, color=lru.UNIT_COLOURS[paper.cell], linestyle="--", linewidth=0.8)
-    grid.figure.suptitle(title + " -- dashed: the paper's test loss", y=1.02)
+    grid.figure.suptitle(title + " -- dashed: the paper's test loss (real data only)", y=1.02)
     grid.figure.savefig(path, dpi=120, bbox_inches="tight")
     plt.show()
 

@@ -77,26 +77,31 @@ class _NestedLSTMRecurrence(torch.autograd.Function):
         # x ↦ x W^T per level: W_hh^0 (the hoisted product already holds W x + b), then [W_ih W_hh]^d, b^d
         products = [StepProduct(weights[0], batch)] + [StepProduct(weights[2 * level - 1], batch, weights[2 * level])
                                                       for level in range(1, depth)]
+        # every per-step view the loop needs, made once (at small sizes a view costs as much as the arithmetic)
+        m = size
+        h, x, mem, squashed = _by_step(hidden), _by_step(projected), [_by_step(c) for c in memories], \
+            [_by_step(c) for c in tanh_memories]
+        gate, i, f, g, o = ([_by_step(a, *cols) for a in gates]
+                            for cols in [(), (0, m), (m, 2 * m), (2 * m, 3 * m), (3 * m, 4 * m)])
+        i_f = [_by_step(a, 0, 2 * m) for a in gates]
+        joined, inner_x, inner_h = ([None, *(_by_step(a, *cols) for a in inner_inputs[1:])]
+                                    for cols in [(), (0, m), (m, 2 * m)])
         for t in range(steps):
-            gate = products[0](hidden[t], add=projected[t], out=gates[0][t])
-            gate[:, : 2 * size].sigmoid_()          # i, f;  g: the identity at level 0
-            gate[:, 3 * size:].sigmoid_()           # o
+            products[0](h[t], add=x[t], out=gate[0][t])
+            i_f[0][t].sigmoid_()                    # i, f;  g: the identity at level 0
+            o[0][t].sigmoid_()
             for level in range(1, depth):
-                outer = gates[level - 1][t]
-                x = inner_inputs[level][t]
-                torch.mul(outer[:, :size], outer[:, 2 * size: 3 * size], out=x[:, :size])        # x̃ = i g
-                torch.mul(outer[:, size: 2 * size], memories[level - 1][t], out=x[:, size:])      # h̃ = f c
-                gate = products[level](x, out=gates[level][t])
-                gate[:, : 2 * size].sigmoid_()
-                gate[:, 2 * size: 3 * size].tanh_()
-                gate[:, 3 * size:].sigmoid_()
-            inner = gates[depth - 1][t]
-            cell = torch.mul(inner[:, :size], inner[:, 2 * size: 3 * size], out=memories[depth - 1][t + 1])
-            cell.addcmul_(inner[:, size: 2 * size], memories[depth - 1][t])
-            for level in range(depth - 1, -1, -1):   # each level's output is the memory of the one above
-                squashed = torch.tanh(memories[level][t + 1], out=tanh_memories[level][t])
-                target = memories[level - 1][t + 1] if level else hidden[t + 1]
-                torch.mul(gates[level][t][:, 3 * size:], squashed, out=target)
+                torch.mul(i[level - 1][t], g[level - 1][t], out=inner_x[level][t])            # x̃ = i g
+                torch.mul(f[level - 1][t], mem[level - 1][t], out=inner_h[level][t])          # h̃ = f c
+                products[level](joined[level][t], out=gate[level][t])
+                i_f[level][t].sigmoid_()
+                g[level][t].tanh_()
+                o[level][t].sigmoid_()
+            last = depth - 1
+            torch.mul(i[last][t], g[last][t], out=mem[last][t + 1]).addcmul_(f[last][t], mem[last][t])
+            for level in range(last, -1, -1):   # each level's output is the memory of the one above
+                torch.tanh(mem[level][t + 1], out=squashed[level][t])
+                torch.mul(o[level][t], squashed[level][t], out=mem[level - 1][t + 1] if level else h[t + 1])
         ctx.depth = depth
         ctx.save_for_backward(hidden, *memories, *tanh_memories, *gates, *inner_inputs[1:], *weights)
         return (hidden[1:], *(m[steps] for m in memories))
@@ -118,27 +123,32 @@ class _NestedLSTMRecurrence(torch.autograd.Function):
         factors = [_backward_factors(level, depth, gates[level], memories[level], tanh_memories[level])
                    for level in range(depth)]
         grad_pre = [torch.empty_like(g) for g in gates]   # gradients at the pre-activations
+        m = size
+        grad_in, pre, pre_o, pre_f = _by_step(grad_hidden), *([_by_step(a, *cols) for a in grad_pre]
+                                                             for cols in [(), (3 * m, 4 * m), (m, 2 * m)])
+        pre_ifg = [_by_step(a[..., : 3 * m].unflatten(-1, (3, m))) for a in grad_pre]   # rows i, f, g
+        pre_ig = [_by_step(a.unflatten(-1, (4, m))[:, :, 0::2]) for a in grad_pre]      # rows i, g
+        output_gate, through_output, forget, update, inner_input, inner_hidden = (
+            [_by_step(getattr(f, name)) if getattr(f, name) is not None else None for f in factors]
+            for name in _Factors._fields)
         grad_h = grad_hidden[steps - 1].clone()
+        last = depth - 1
         for t in range(steps - 1, -1, -1):
             # down the levels: each output gate, and the gradient of each memory at step t + 1
             grad_out = grad_h
             for level in range(depth):
-                f = factors[level]
-                torch.mul(grad_out, f.output_gate[t], out=grad_pre[level][t][:, 3 * size:])
-                grad_out = grad_memory[level].addcmul_(grad_out, f.through_output[t])
+                torch.mul(grad_out, output_gate[level][t], out=pre_o[level][t])
+                grad_out = grad_memory[level].addcmul_(grad_out, through_output[level][t])
             # the innermost memory update c = f c_prev + i g: its i, f, g pre-activations at once
-            f = factors[depth - 1]
-            torch.mul(grad_out.unsqueeze(1), f.update[t],
-                      out=grad_pre[depth - 1][t][:, : 3 * size].view(-1, 3, size))
-            grad_memory[depth - 1] = grad_out * f.forget[t]
+            torch.mul(grad_out.unsqueeze(1), update[last][t], out=pre_ifg[last][t])
+            grad_memory[last] = grad_out * forget[last][t]
             # up the levels: [x̃; h̃] of level d are i g and f c of level d - 1
-            for level in range(depth - 1, 0, -1):
-                grad_x = products[level](grad_pre[level][t])
-                outer, f = grad_pre[level - 1][t].view(-1, 4, size), factors[level - 1]
-                torch.mul(grad_x[:, :size].unsqueeze(1), f.inner_input[t], out=outer[:, 0::2])   # i, g
-                torch.mul(grad_x[:, size:], f.inner_hidden[t], out=outer[:, 1])                  # f
-                grad_memory[level - 1] = grad_x[:, size:] * f.forget[t]
-            grad_h = products[0](grad_pre[0][t], add=grad_hidden[t - 1] if t else None)
+            for level in range(last, 0, -1):
+                grad_x, grad_hh = products[level](pre[level][t]).unflatten(-1, (2, m)).unbind(1)
+                torch.mul(grad_x.unsqueeze(1), inner_input[level - 1][t], out=pre_ig[level - 1][t])   # i, g
+                torch.mul(grad_hh, inner_hidden[level - 1][t], out=pre_f[level - 1][t])              # f
+                grad_memory[level - 1] = grad_hh * forget[level - 1][t]
+            grad_h = products[0](pre[0][t], add=grad_in[t - 1] if t else None)
         weight_grads = [weight_grad(grad_pre[0], hidden[:-1])]
         for level in range(1, depth):
             weight_grads += [*weight_grad(grad_pre[level], inner_inputs[level]).chunk(2, dim=1),
@@ -169,6 +179,11 @@ def _backward_factors(level: int, depth: int, gates: torch.Tensor, memories: tor
         factors["inner_input"] = torch.stack([sigmoid_grad(g, i), through_g], dim=2)
         factors["inner_hidden"] = sigmoid_grad(memories[:-1], f)
     return _Factors(**factors)
+
+
+def _by_step(tensor: torch.Tensor, start: int | None = None, stop: int | None = None) -> tuple[torch.Tensor, ...]:
+    """tensor[t, ..., start:stop] for every step t: the loop's views, made in one call."""
+    return (tensor if start is None else tensor[..., start:stop]).unbind(0)
 
 
 def _joined_inner_weights(weights: tuple[torch.Tensor, ...]) -> list[torch.Tensor]:
