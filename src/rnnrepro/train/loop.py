@@ -4,8 +4,9 @@ Per batch: a random BPTT length (N(bptt, 5) w.p. 0.95, N(bptt/2, 5) otherwise, a
 learning rate scaled by seq_len/bptt for that step, loss = cross entropy + AR + TAR, global gradient
 clipping, SGD. Per epoch: validation (with averaged weights once NT-ASGD averaging has started), the
 non-monotone trigger, the best checkpoint, and a resume checkpoint. The LRU recipe instead runs
-Adam at a fixed BPTT without clipping and stops early when validation stalls (recipe `early_stopping`). At the end the best weights are
-evaluated on the validation and test streams with the test batch size.
+Adam at a fixed BPTT without clipping, stops early when validation stalls (recipe `early_stopping`)
+and also scores the test stream after every epoch (`test_every_epoch`, history.csv `test_loss`). At
+the end the best weights are evaluated on the validation and test streams with the test batch size.
 """
 
 from __future__ import annotations
