@@ -8,11 +8,13 @@ One layer per cell, on random input that requires a gradient (as an embedding's 
 timed run is forward, sum of the outputs, backward. The cells are timed round-robin, one run of each
 per repeat, so a slow spell of a shared machine hits every cell alike; the table reports the median.
 "x nn.LSTM" is the cell's time per token over nn.LSTM's at the same input and hidden size, measured
-in the same run. ``--floor`` adds a row "nested_lstm products only": the matrix products a depth-2
-Nested LSTM cannot avoid (its input projection and both of its gradients, the two step products
-forward and backward at every step, the recurrent weight gradients), run through the same library
-calls as the cell and nothing else -- the least its forward + backward can take on this machine. The LRU family needs input size = hidden size; its baseline is nn.LSTM at
+in the same run. The LRU family needs input size = hidden size; its baseline is nn.LSTM at
 hidden -> hidden, marked in the table.
+
+``--floor`` adds a row "nested_lstm products only": the matrix products a depth-2 Nested LSTM cannot
+avoid (its input projection and both of its gradients, the two step products forward and backward
+at every step, the recurrent weight gradients), run through the same library calls as the cell and
+nothing else -- the least its forward + backward can take on this machine.
 """
 
 from __future__ import annotations
@@ -102,14 +104,17 @@ class NestedLSTMProducts(torch.nn.Module):
             outer, inner = StepProduct(self.weight_hh, batch), StepProduct(self.weight_inner, batch)
             h, joined, grad = x.new_zeros(batch, m), x.new_zeros(batch, 2 * m), x.new_zeros(batch, 4 * m)
             for t in range(steps):
-                outer(h, add=projected[t]), inner(joined)
+                outer(h, add=projected[t])
+                inner(joined)
             outer_t = StepProduct(self.weight_hh.t().contiguous(), batch)
             inner_t = StepProduct(self.weight_inner.t().contiguous(), batch)
             for t in range(steps):
-                inner_t(grad), outer_t(grad)
+                inner_t(grad)
+                outer_t(grad)
             grads = projected.new_zeros(projected.shape)
-            weight_grad(grads, x.new_zeros(steps, batch, m)), weight_grad(grads, x.new_zeros(steps, batch, 2 * m))
-            weight_grad(grads, x), grads @ self.weight_ih
+            for inputs in (x.new_zeros(steps, batch, m), x.new_zeros(steps, batch, 2 * m), x):
+                weight_grad(grads, inputs)   # W_hh^0, [W_ih W_hh]^1, W_ih^0
+            torch.matmul(grads, self.weight_ih)   # the input's gradient
         return x.new_zeros(steps, batch, m, requires_grad=True), None
 
 
