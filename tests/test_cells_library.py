@@ -434,17 +434,20 @@ def test_onednn_step_product_is_the_blas_product(with_bias, with_add):
 
 @ONEDNN
 @pytest.mark.filterwarnings("ignore:TF32 acceleration")  # torch.backends.mkldnn.flags() says so on any CPU
-def test_nested_lstm_onednn_path_matches_the_blas_path():
-    """float32 forward and backward with the step products in oneDNN equal those with torch.addmm."""
+@pytest.mark.parametrize(("cell", "options"), [(cell, {}) for cell in LIBRARY] + [("nested_lstm", {"depth": 3})])
+def test_onednn_path_matches_the_blas_path(cell, options):
+    """float32 forward and backward with the step products in oneDNN (StepProduct) equal those with
+    torch.addmm (oneDNN switched off), for every cell."""
     def forward_backward(onednn: bool):
         torch.manual_seed(0)
-        layer = build_layer("nested_lstm", 16, 24, depth=3)
-        x = torch.randn(6, 5, 16, requires_grad=True)
+        n, m = sizes(cell, 16, 24)
+        layer = build_layer(cell, n, m, **{**OPTIONS.get(cell, {}), **options})
+        x = torch.randn(6, 5, n, requires_grad=True)
         with torch.backends.mkldnn.flags(enabled=onednn):
-            assert (StepProduct(layer.weight_hh_l0, 5).packed is not None) == onednn
+            assert (StepProduct(torch.zeros(3, 3), 5).packed is not None) == onednn
             y, state = layer(x, layer.init_state(5))
-            (y.square().sum() + sum(s.sum() for s in state)).backward()
-        return [y, *state, x.grad, *(p.grad for p in layer.parameters())]
+            (y.square().sum() + sum(s.sum() for s in as_tuple(state))).backward()
+        return [y, *as_tuple(state), x.grad, *(p.grad for p in layer.parameters())]
 
     for fast, plain in zip(forward_backward(True), forward_backward(False)):
         torch.testing.assert_close(fast, plain, rtol=1e-4, atol=1e-5)

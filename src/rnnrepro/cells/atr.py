@@ -20,7 +20,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from .base import RecurrentLayer
-from .recurrence import (grad_or_zeros, sigmoid_grad, tanh_grad, uniform_init_, weight_grad,
+from .recurrence import (StepProduct, grad_or_zeros, sigmoid_grad, tanh_grad, uniform_init_, weight_grad,
                          zero_state)
 
 
@@ -32,9 +32,9 @@ class _ATRRecurrence(torch.autograd.Function):
         hidden = p.new_empty(p.size(0) + 1, *h0.shape)
         input_gates, forget_gates = torch.empty_like(p), torch.empty_like(p)
         hidden[0] = h0
-        weight_t = weight_hh.t()
+        product = StepProduct(weight_hh, h0.size(0), bias_hh)   # h ↦ U h + b_U
         for t in range(p.size(0)):
-            q = torch.addmm(bias_hh, hidden[t], weight_t)
+            q = product(hidden[t])
             torch.sigmoid(p[t] + q, out=input_gates[t])
             torch.sigmoid(p[t] - q, out=forget_gates[t])
             torch.tanh(torch.addcmul(input_gates[t] * p[t], forget_gates[t], hidden[t]), out=hidden[t + 1])
@@ -47,13 +47,14 @@ class _ATRRecurrence(torch.autograd.Function):
         grad_output = grad_or_zeros(grad_output, p)
         grad_p, grad_q = torch.empty_like(p), torch.empty_like(p)
         grad_h = torch.zeros_like(hidden[0])
+        product = StepProduct(weight_hh.t().contiguous(), grad_h.size(0))   # g ↦ g U
         for t in range(p.size(0) - 1, -1, -1):
             grad_sum = tanh_grad(grad_h + grad_output[t], hidden[t + 1])
             grad_i = sigmoid_grad(grad_sum * p[t], input_gates[t])
             grad_f = sigmoid_grad(grad_sum * hidden[t], forget_gates[t])
             grad_p[t] = grad_sum * input_gates[t] + grad_i + grad_f
             torch.sub(grad_i, grad_f, out=grad_q[t])
-            grad_h = grad_sum * forget_gates[t] + grad_q[t] @ weight_hh
+            grad_h = product(grad_q[t], add=grad_sum * forget_gates[t])
         return grad_p, grad_h, weight_grad(grad_q, hidden[:-1]), grad_q.sum(dim=(0, 1))
 
 

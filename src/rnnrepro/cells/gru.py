@@ -40,7 +40,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from .base import RecurrentLayer
-from .recurrence import (grad_or_zeros, sigmoid_grad, tanh_grad, uniform_init_, weight_grad,
+from .recurrence import (StepProduct, grad_or_zeros, sigmoid_grad, tanh_grad, uniform_init_, weight_grad,
                          zero_state)
 
 
@@ -50,18 +50,17 @@ class _ResetBeforeGRURecurrence(torch.autograd.Function):
     @staticmethod
     def forward(ctx, projected: torch.Tensor, h0: torch.Tensor, weight_hh: torch.Tensor) -> torch.Tensor:
         hidden_size = h0.size(1)
-        gate_weight_t = weight_hh[: 2 * hidden_size].t()
-        candidate_weight_t = weight_hh[2 * hidden_size:].t()
+        gate_product = StepProduct(weight_hh[: 2 * hidden_size], h0.size(0))          # h ↦ h U_{r,u}^T
+        candidate_product = StepProduct(weight_hh[2 * hidden_size:], h0.size(0))     # r h ↦ (r h) U_c^T
         steps = projected.size(0)
         gates = projected.new_empty(steps, h0.size(0), 2 * hidden_size)  # r, u after the sigmoid
         candidates = projected.new_empty(steps, *h0.shape)
         hidden = torch.empty_like(candidates)
         h = h0
         for t in range(steps):
-            torch.addmm(projected[t, :, : 2 * hidden_size], h, gate_weight_t, out=gates[t]).sigmoid_()
+            gate_product(h, add=projected[t, :, : 2 * hidden_size], out=gates[t]).sigmoid_()
             reset, update = gates[t].chunk(2, dim=1)
-            torch.addmm(projected[t, :, 2 * hidden_size:], reset * h, candidate_weight_t,
-                        out=candidates[t]).tanh_()
+            candidate_product(reset * h, add=projected[t, :, 2 * hidden_size:], out=candidates[t]).tanh_()
             h = torch.lerp(candidates[t], h, update, out=hidden[t])  # u ⊙ h + (1 - u) ⊙ c
         ctx.save_for_backward(h0, weight_hh, gates, candidates, hidden)
         return hidden
@@ -70,7 +69,9 @@ class _ResetBeforeGRURecurrence(torch.autograd.Function):
     def backward(ctx, grad_hidden: torch.Tensor):
         h0, weight_hh, gates, candidates, hidden = ctx.saved_tensors
         hidden_size = h0.size(1)
-        gate_weight, candidate_weight = weight_hh[: 2 * hidden_size], weight_hh[2 * hidden_size:]
+        # g ↦ g U: through the gates' and the candidate's recurrent weights
+        gate_product = StepProduct(weight_hh[: 2 * hidden_size].t().contiguous(), h0.size(0))
+        candidate_product = StepProduct(weight_hh[2 * hidden_size:].t().contiguous(), h0.size(0))
         previous = torch.cat([h0.unsqueeze(0), hidden[:-1]])
         grad_hidden = grad_or_zeros(grad_hidden, hidden)
         grad_projected = gates.new_empty(gates.size(0), gates.size(1), 3 * hidden_size)
@@ -79,11 +80,11 @@ class _ResetBeforeGRURecurrence(torch.autograd.Function):
             grad_h = grad_h + grad_hidden[t]
             reset, update = gates[t].chunk(2, dim=1)
             grad_candidate = tanh_grad(grad_h * (1 - update), candidates[t])
-            grad_reset_h = grad_candidate @ candidate_weight
+            grad_reset_h = candidate_product(grad_candidate)
             grad_gates = torch.cat([sigmoid_grad(grad_reset_h * previous[t], reset),
                                     sigmoid_grad(grad_h * (previous[t] - candidates[t]), update)], dim=1)
             grad_projected[t] = torch.cat([grad_gates, grad_candidate], dim=1)
-            grad_h = grad_h * update + grad_reset_h * reset + grad_gates @ gate_weight
+            grad_h = gate_product(grad_gates, add=grad_h * update + grad_reset_h * reset)
         reset_previous = gates[..., :hidden_size] * previous
         grad_weight_hh = torch.cat([weight_grad(grad_projected[..., : 2 * hidden_size], previous),
                                     weight_grad(grad_projected[..., 2 * hidden_size:], reset_previous)])

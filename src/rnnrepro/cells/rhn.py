@@ -23,7 +23,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from .base import RecurrentLayer
-from .recurrence import (grad_or_zeros, sigmoid_grad, tanh_grad, uniform_init_, weight_grad,
+from .recurrence import (StepProduct, grad_or_zeros, sigmoid_grad, tanh_grad, uniform_init_, weight_grad,
                          zero_state)
 
 
@@ -36,13 +36,13 @@ class _HighwayRecurrence(torch.autograd.Function):
         steps, hidden_size = projected.size(0), s0.size(1)
         states = projected.new_empty(steps, depth + 1, *s0.shape)   # s_0 .. s_L of every step
         gates = projected.new_empty(steps, depth, s0.size(0), 2 * hidden_size)  # h, t activated
+        products = [StepProduct(weights[2 * layer], s0.size(0), weights[2 * layer + 1]) for layer in range(depth)]
         s = s0
         for t in range(steps):
             states[t, 0] = s
             for layer in range(depth):
-                weight_hh, bias = weights[2 * layer], weights[2 * layer + 1]
-                preactivation = bias + projected[t] if layer == 0 else bias  # x enters the first layer only
-                torch.addmm(preactivation, s, weight_hh.t(), out=gates[t, layer])
+                # R s + b, and x enters the first micro-layer only
+                products[layer](s, add=projected[t] if layer == 0 else None, out=gates[t, layer])
                 h, transform = gates[t, layer].chunk(2, dim=1)
                 h.tanh_()
                 transform.sigmoid_()
@@ -57,6 +57,7 @@ class _HighwayRecurrence(torch.autograd.Function):
         grad_output = grad_or_zeros(grad_output, states[:, 0])
         grad_preactivations = torch.empty_like(gates)
         grad_s = torch.zeros_like(states[0, 0])
+        products = [StepProduct(weights[2 * layer].t().contiguous(), grad_s.size(0)) for layer in range(depth)]
         for t in range(steps - 1, -1, -1):
             grad_s = grad_s + grad_output[t]
             for layer in range(depth - 1, -1, -1):
@@ -64,7 +65,7 @@ class _HighwayRecurrence(torch.autograd.Function):
                 grad = torch.cat([tanh_grad(grad_s * transform, h),
                                   sigmoid_grad(grad_s * (h - states[t, layer]), transform)], dim=1)
                 grad_preactivations[t, layer] = grad
-                grad_s = grad_s * (1 - transform) + grad @ weights[2 * layer]
+                grad_s = products[layer](grad, add=grad_s * (1 - transform))
         grad_weights = []
         for layer in range(depth):
             grad = grad_preactivations[:, layer]
