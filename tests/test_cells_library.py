@@ -15,6 +15,7 @@ from torch import nn
 from torch.func import functional_call
 
 from rnnrepro.cells import CELLS, RecurrentLayer, build_layer, cell_class
+from rnnrepro.cells import recurrence
 from rnnrepro.cells.recurrence import StepProduct
 from rnnrepro.models.regularisation import run_with_weight_drop
 
@@ -417,10 +418,21 @@ def test_gradients_match_finite_differences(cell, options):
 ONEDNN = pytest.mark.skipif(not torch.backends.mkldnn.is_available(), reason="this torch has no oneDNN")
 
 
+@pytest.fixture
+def onednn_for_every_size(monkeypatch):
+    """The oneDNN path for the tests' small weights too (it normally starts at ONEDNN_MIN_WEIGHT)."""
+    monkeypatch.setattr(recurrence, "ONEDNN_MIN_WEIGHT", 0)
+
+
+def test_small_weights_keep_the_blas_product():
+    assert StepProduct(torch.zeros(512, 256), 32).packed is None
+    assert StepProduct(torch.zeros(1024, 256), 32).packed is not None or not torch.backends.mkldnn.is_available()
+
+
 @ONEDNN
 @pytest.mark.parametrize("with_bias", [False, True])
 @pytest.mark.parametrize("with_add", [False, True])
-def test_onednn_step_product_is_the_blas_product(with_bias, with_add):
+def test_onednn_step_product_is_the_blas_product(with_bias, with_add, onednn_for_every_size):
     generator = torch.Generator().manual_seed(0)
     weight, x, add, bias = (torch.randn(*shape, generator=generator) for shape in [(40, 24), (5, 24), (5, 40), (40,)])
     product = StepProduct(weight, 5, bias if with_bias else None)
@@ -435,7 +447,7 @@ def test_onednn_step_product_is_the_blas_product(with_bias, with_add):
 @ONEDNN
 @pytest.mark.filterwarnings("ignore:TF32 acceleration")  # torch.backends.mkldnn.flags() says so on any CPU
 @pytest.mark.parametrize(("cell", "options"), [(cell, {}) for cell in LIBRARY] + [("nested_lstm", {"depth": 3})])
-def test_onednn_path_matches_the_blas_path(cell, options):
+def test_onednn_path_matches_the_blas_path(cell, options, onednn_for_every_size):
     """float32 forward and backward with the step products in oneDNN (StepProduct) equal those with
     torch.addmm (oneDNN switched off), for every cell."""
     def forward_backward(onednn: bool):

@@ -60,8 +60,15 @@ def weight_grad(output_grads: torch.Tensor, inputs: torch.Tensor) -> torch.Tenso
     return (inputs.reshape(-1, inputs.size(-1)).t() @ output_grads.reshape(-1, output_grads.size(-1))).t()
 
 
+#: smallest weight (elements) whose step products go through oneDNN: below it the BLAS call is as fast
+#: or faster (32 x 256 rows against a 512 x 256 weight: oneDNN 1.14x slower; 1024 x 256: 0.95x;
+#: 2300 x 1150 at 20 rows: 0.65x; measured on the development CPU)
+ONEDNN_MIN_WEIGHT = 1 << 18
+
+
 def _onednn_usable(weight: torch.Tensor) -> bool:
-    return (weight.device.type == "cpu" and weight.dtype == torch.float32 and torch.backends.mkldnn.is_available()
+    return (weight.numel() >= ONEDNN_MIN_WEIGHT and weight.device.type == "cpu" and weight.dtype == torch.float32
+            and torch.backends.mkldnn.is_available()
             and torch._C._get_mkldnn_enabled() and hasattr(torch.ops.mkldnn, "_linear_pointwise")
             and hasattr(torch.ops.mkldnn, "_reorder_linear_weight"))
 
@@ -70,12 +77,13 @@ class StepProduct:
     """``x @ W^T (+ bias) (+ add)`` for a weight W (K x N) that multiplies every step of a recurrence.
 
     A step's product has only B rows (the batch, 20-100), a shape at which the BLAS call behind
-    ``torch.mm`` runs well below the machine's speed. On a CPU, in float32, W is packed once per call
-    into oneDNN's blocked layout and every step's product runs through oneDNN -- the library behind
-    nn.LSTM's own CPU kernel -- via the operators torch's compiler uses for the same purpose: 1.2-1.6x
-    faster per product at the AWD shape (20 x 1150 against 4600 x 1150 / 4600 x 2300). Everywhere else
-    (a GPU, float64 as in the gradient checks, a torch without those operators, or oneDNN switched off
-    with ``torch.backends.mkldnn.flags(enabled=False)``) it is ``torch.addmm``; the tests compare the two.
+    ``torch.mm`` runs well below the machine's speed. On a CPU, in float32, for a weight of at least
+    ``ONEDNN_MIN_WEIGHT`` elements, W is packed once per call into oneDNN's blocked layout and every
+    step's product runs through oneDNN -- the library behind nn.LSTM's own CPU kernel -- via the
+    operators torch's compiler uses for the same purpose: 1.2-1.6x faster per product at the AWD shape
+    (20 x 1150 against 4600 x 1150 / 4600 x 2300). Everywhere else (small weights, a GPU, float64 as in
+    the gradient checks, a torch without those operators, or oneDNN switched off with
+    ``torch.backends.mkldnn.flags(enabled=False)``) it is ``torch.addmm``; the tests compare the two.
     """
 
     def __init__(self, weight: torch.Tensor, batch_size: int, bias: torch.Tensor | None = None):
