@@ -1,6 +1,7 @@
 """Shared fixtures: a temporary copy of the project, and one smoke run of the whole pipeline that every
 end-to-end test reads (it is the expensive part of the suite, so it runs once per session)."""
 
+import json
 import shutil
 import subprocess
 import sys
@@ -11,6 +12,8 @@ import pytest
 from rnnrepro.configuration import REPO_ROOT
 
 BIN = Path(sys.executable).parent
+# metrics.json entries that differ between two runs of the same cell (clock, machine, checkout)
+TIMING_KEYS = {"wall_seconds", "train_seconds", "seconds_per_1000_sequences", "finished_at", "git_sha"}
 PROJECT_PARTS = ["Snakefile", "workflow", "config", "notebooks", "profiles", "src"]
 
 
@@ -29,6 +32,23 @@ def snakemake(cwd: Path, *args: str, timeout: int = 1800) -> subprocess.Complete
     """Run this environment's snakemake in ``cwd`` with a minimal, predictable environment."""
     return subprocess.run([str(BIN / "snakemake"), *args], cwd=cwd, capture_output=True, text=True,
                           env={"PATH": f"{BIN}:/usr/bin:/bin", "HOME": str(cwd)}, timeout=timeout)
+
+
+def train_cli(run_dir: Path, cfg: dict, **popen) -> subprocess.Popen:
+    """`python -m rnnrepro.train` on one resolved cell config, in the background."""
+    return subprocess.Popen([sys.executable, "-m", "rnnrepro.train", "--run-dir", str(run_dir),
+                             "--config", json.dumps(cfg)], stderr=subprocess.PIPE, text=True, **popen)
+
+
+def finished(proc: subprocess.Popen) -> tuple[int, str]:
+    """Exit code and stderr of a training process."""
+    _, err = proc.communicate(timeout=600)
+    return proc.returncode, err
+
+
+def numbers(metrics_file: Path) -> dict:
+    """A run's metrics without the entries that differ between runs of the same cell."""
+    return {k: v for k, v in json.loads(metrics_file.read_text()).items() if k not in TIMING_KEYS}
 
 
 @pytest.fixture(scope="session")

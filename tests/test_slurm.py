@@ -6,7 +6,6 @@ with scancel, and one preempted by a higher-priority job, resume from their chec
 the numbers of an uninterrupted run; a finished cell is never retrained.
 """
 
-import json
 import subprocess
 import time
 import warnings
@@ -16,7 +15,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 import yaml
-from conftest import BIN, copy_project
+from conftest import BIN, TIMING_KEYS, copy_project, numbers
 
 import slurm_cluster
 from rnnrepro import grid
@@ -35,7 +34,6 @@ SMOKE_CONFIG = yaml.safe_load((REPO_ROOT / "profiles" / "smoke" / "config.yaml")
 # nothing more. The interrupted cells are the PRU study's: its epochs are long enough to interrupt.
 GRID_STUDY = "nlstm"
 INTERRUPTED_STUDY = "pru"
-TIMING_KEYS = {"wall_seconds", "train_seconds", "seconds_per_1000_sequences", "finished_at", "git_sha"}
 
 
 @pytest.fixture(scope="module")
@@ -86,10 +84,6 @@ def comment_of(cell: grid.Cell) -> str:
 
 def rule_of(comment: str) -> str:
     return comment.removeprefix("rule_").split("_wildcards_")[0]
-
-
-def numbers(metrics_file: Path) -> dict:
-    return {k: v for k, v in json.loads(metrics_file.read_text()).items() if k not in TIMING_KEYS}
 
 
 def new_jobs(cluster, before: set) -> list[dict]:

@@ -3,8 +3,6 @@
 import json
 import math
 import signal
-import subprocess
-import sys
 import time
 from collections import Counter
 from pathlib import Path
@@ -13,13 +11,12 @@ import pandas as pd
 import pytest
 import torch
 import yaml
+from conftest import finished, numbers, train_cli
 
 from rnnrepro import grid
 from rnnrepro.configuration import REPO_ROOT, load_study
 from rnnrepro.data import fetch, prepare
 from rnnrepro.models.language_model import Dropouts, LanguageModel
-
-TIMING_KEYS = {"wall_seconds", "train_seconds", "finished_at", "git_sha"}
 
 
 @pytest.fixture(scope="module")
@@ -39,21 +36,6 @@ def smoke_config(corpus_dir: Path, model: str, hidden_size: int = 32, embedding_
     cfg["architecture"].update(hidden_size=hidden_size, embedding_size=embedding_size)
     cfg["recipe"].update(recipe)
     return cfg
-
-
-def train_cli(run_dir: Path, cfg: dict, **popen) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "rnnrepro.train", "--run-dir", str(run_dir),
-                             "--config", json.dumps(cfg)], stderr=subprocess.PIPE, text=True, **popen)
-
-
-def finished(proc: subprocess.Popen) -> tuple[int, str]:
-    _, err = proc.communicate(timeout=600)
-    return proc.returncode, err
-
-
-def numbers(run_dir: Path) -> dict:
-    metrics = json.loads((run_dir / "metrics.json").read_text())
-    return {k: v for k, v in metrics.items() if k not in TIMING_KEYS}
 
 
 def history_without_timing(run_dir: Path) -> list[str]:
@@ -160,7 +142,7 @@ def test_killed_run_resumes_bit_for_bit(reference_run, tmp_path):
     code, err = finished(train_cli(run_dir, cfg))
     assert code == 0, err
     assert "resuming from" in err
-    assert numbers(run_dir) == numbers(reference_run[0])
+    assert numbers(run_dir / "metrics.json") == numbers(reference_run[0] / "metrics.json")
     assert history_without_timing(run_dir) == history_without_timing(reference_run[0])
 
 
@@ -178,7 +160,7 @@ def test_sigterm_checkpoints_mid_epoch_and_resumes(reference_run, tmp_path):
     code, err = finished(train_cli(run_dir, cfg))
     assert code == 0, err
     assert "resuming from" in err and "row 0" not in err  # continued mid-epoch
-    assert numbers(run_dir) == numbers(reference_run[0])
+    assert numbers(run_dir / "metrics.json") == numbers(reference_run[0] / "metrics.json")
 
 
 def test_changed_config_starts_afresh(reference_run, tmp_path):
