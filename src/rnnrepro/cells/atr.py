@@ -11,6 +11,9 @@ of the LRN authors' code, the one the LRN paper compares against (our ``lrn`` st
 We follow the LRN code. Its counts confirm the parameterisation: with one bias on each product,
 their 3-layer PTB LM (280 -> 960 -> 960 -> 620, MoS decoder) has the 9M parameters the LRN paper
 reports. W x_t is hoisted out of the loop; a step does one M x M product, a quarter of an LSTM's.
+
+``init``: "uniform" (U(±1/√M) for every parameter) or "xavier", the LRN authors' LM code: W (N x M)
+and U (M x M) each Xavier-uniform, both biases 0.
 """
 
 from __future__ import annotations
@@ -20,8 +23,8 @@ import torch.nn.functional as F
 from torch import nn
 
 from .base import RecurrentLayer
-from .recurrence import (StepProduct, grad_or_zeros, sigmoid_grad, tanh_grad, uniform_init_, weight_grad,
-                         zero_state)
+from .recurrence import (StepProduct, check_init, grad_or_zeros, sigmoid_grad, tanh_grad, uniform_init_,
+                         weight_grad, xavier_uniform_, zero_state)
 
 
 class _ATRRecurrence(torch.autograd.Function):
@@ -63,13 +66,19 @@ class ATRLayer(RecurrentLayer):
 
     recurrent_weight_names = ("weight_hh",)
 
-    def __init__(self, input_size: int, hidden_size: int):
+    def __init__(self, input_size: int, hidden_size: int, init: str = "uniform"):
         super().__init__(input_size, hidden_size)
+        check_init("atr", init)
         self.weight_ih = nn.Parameter(torch.empty(hidden_size, input_size))
         self.bias_ih = nn.Parameter(torch.empty(hidden_size))
         self.weight_hh = nn.Parameter(torch.empty(hidden_size, hidden_size))
         self.bias_hh = nn.Parameter(torch.empty(hidden_size))
         uniform_init_(self, hidden_size)
+        if init == "xavier":
+            xavier_uniform_(self.weight_ih, input_size + hidden_size)
+            xavier_uniform_(self.weight_hh, 2 * hidden_size)
+            nn.init.zeros_(self.bias_ih)
+            nn.init.zeros_(self.bias_hh)
 
     @staticmethod
     def parameter_count(input_size: int, hidden_size: int) -> int:

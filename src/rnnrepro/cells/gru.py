@@ -28,6 +28,10 @@ paper (its own GRUCell) count exactly this: 2 layers of 600 units on a 600-d emb
 alone would also fit a reset-after GRU without b_hn; the authors' code settles it as reset-before.)
 It is also the GRU the Lattice Recurrent Unit is derived from (``lru.py`` reuses its recurrence).
 
+``init`` (single-bias form): "uniform" (U(±1/√M) for every parameter) or "xavier", the LRN authors'
+LM code: their gate matrix W ((N+M) x 2M, rows r, u here) and candidate matrix U ((N+M) x M, rows c)
+each Xavier-uniform over its own shape, biases 0.
+
 No fused kernel computes the reset-before form, so its recurrence is a hand-written autograd Function
 (see ``recurrence.py``): W_r, W_u, W_c act on the whole sequence at once, the loop does the two
 products with h_{t-1}.
@@ -40,8 +44,8 @@ import torch.nn.functional as F
 from torch import nn
 
 from .base import RecurrentLayer
-from .recurrence import (StepProduct, grad_or_zeros, sigmoid_grad, tanh_grad, uniform_init_, weight_grad,
-                         zero_state)
+from .recurrence import (StepProduct, check_init, grad_or_zeros, sigmoid_grad, tanh_grad, uniform_init_,
+                         weight_grad, xavier_uniform_, zero_state)
 
 
 class _ResetBeforeGRURecurrence(torch.autograd.Function):
@@ -122,12 +126,20 @@ class SingleBiasGRULayer(RecurrentLayer):
 
     recurrent_weight_names = ("weight_hh",)
 
-    def __init__(self, input_size: int, hidden_size: int):
+    def __init__(self, input_size: int, hidden_size: int, init: str = "uniform"):
         super().__init__(input_size, hidden_size)
+        check_init("gru_single_bias", init)
         self.weight_ih = nn.Parameter(torch.empty(3 * hidden_size, input_size))
         self.weight_hh = nn.Parameter(torch.empty(3 * hidden_size, hidden_size))
         self.bias = nn.Parameter(torch.empty(3 * hidden_size))
         uniform_init_(self, hidden_size)
+        if init == "xavier":
+            gates, candidate = slice(0, 2 * hidden_size), slice(2 * hidden_size, 3 * hidden_size)
+            with torch.no_grad():
+                for weight in (self.weight_ih, self.weight_hh):
+                    xavier_uniform_(weight[gates], input_size + hidden_size + 2 * hidden_size)
+                    xavier_uniform_(weight[candidate], input_size + hidden_size + hidden_size)
+            nn.init.zeros_(self.bias)
 
     @staticmethod
     def parameter_count(input_size: int, hidden_size: int) -> int:

@@ -10,6 +10,9 @@ Every parameterised product is taken out of the recurrence:
 g is tanh or the identity (``activation``); the LM experiments and the authors' LM code use tanh,
 the identity makes h_t a weighted sum of the v_k (the paper's link to self-attention).
 
+``init``: "uniform" (the library's U(±1/√M) for every parameter) or "xavier", the authors' LM code
+(``lm/code/rnn.py``): W_qkv Xavier-uniform over its N x 3M shape, bias 0 (RMS gains stay 1).
+
 ``layer_norm=True`` normalises W_qkv x_t over its 3M features before the bias, with a learned gain.
 The paper calls this layer normalisation; the authors' code (``func.linear(..., ln=True)``) uses
 RMSNorm -- no centring, no shift, a gain per feature -- and that is what we implement.
@@ -28,7 +31,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from .base import RecurrentLayer
-from .recurrence import grad_or_zeros, sigmoid_grad, tanh_grad, uniform_init_, zero_state
+from .recurrence import check_init, grad_or_zeros, sigmoid_grad, tanh_grad, uniform_init_, xavier_uniform_, zero_state
 
 ACTIVATIONS = ("tanh", "identity")
 RMS_NORM_EPS = 1e-8  # the authors' layer_norm epsilon
@@ -73,16 +76,22 @@ class _LRNRecurrence(torch.autograd.Function):
 class LRNLayer(RecurrentLayer):
     """LRN layer, input (T, B, N) -> output (T, B, M); state h (B, M). No hidden-to-hidden weights."""
 
-    def __init__(self, input_size: int, hidden_size: int, activation: str = "tanh", layer_norm: bool = False):
+    def __init__(self, input_size: int, hidden_size: int, activation: str = "tanh", layer_norm: bool = False,
+                 init: str = "uniform"):
         """``activation``: g, "tanh" (default, the LM setting) or "identity".
-        ``layer_norm``: RMS-normalise W_qkv x_t before the bias (the authors' ``ln`` option)."""
+        ``layer_norm``: RMS-normalise W_qkv x_t before the bias (the authors' ``ln`` option).
+        ``init``: "uniform" or "xavier" (the authors' LM code), see the module docstring."""
         super().__init__(input_size, hidden_size)
         if activation not in ACTIVATIONS:
             raise ValueError(f"lrn: activation={activation!r}; use one of {ACTIVATIONS}")
+        check_init("lrn", init)
         self.activation = activation
         self.weight_ih = nn.Parameter(torch.empty(3 * hidden_size, input_size))
         self.bias = nn.Parameter(torch.empty(3 * hidden_size))
         uniform_init_(self, hidden_size)
+        if init == "xavier":
+            xavier_uniform_(self.weight_ih, input_size + 3 * hidden_size)
+            nn.init.zeros_(self.bias)
         self.norm_gain = nn.Parameter(torch.ones(3 * hidden_size)) if layer_norm else None
 
     @staticmethod

@@ -17,6 +17,10 @@ part, 2 layers of 600 on a 600-d embedding, is 2 x 4(600·600 + 600·600 + 600) 
 Initialisation: U(±1/√M) with the forget-gate bias at 1. TensorFlow adds a constant forget_bias = 1 to
 a zero-initialised bias; a trainable bias that starts at 1 is the same model and the same training.
 
+``init``: "uniform" (the above) or "xavier", the LRN authors' LM code (``lm/code/rnn.py``): their
+joint (N+M) x 4M matrix Xavier-uniform -- so weight_ih and weight_hh share the bound √(6/(N+5M)) --
+and the bias 0, with no forget-bias offset. (Their gate order is i, f, o, g; only a layout.)
+
 Speed: the recurrence runs in torch's fused LSTM kernel (oneDNN on a CPU, cuDNN on a GPU) with
 b_hh fixed at zero -- a buffer, not a parameter, so the count above is exact. Weight drop swaps
 ``weight_hh``, which forward reads at call time.
@@ -28,7 +32,7 @@ import torch
 from torch import nn
 
 from .base import RecurrentLayer
-from .recurrence import uniform_init_, zero_state
+from .recurrence import check_init, uniform_init_, xavier_uniform_, zero_state
 
 FORGET_BIAS = 1.0
 
@@ -38,15 +42,21 @@ class SingleBiasLSTMLayer(RecurrentLayer):
 
     recurrent_weight_names = ("weight_hh",)
 
-    def __init__(self, input_size: int, hidden_size: int):
+    def __init__(self, input_size: int, hidden_size: int, init: str = "uniform"):
         super().__init__(input_size, hidden_size)
+        check_init("lstm_single_bias", init)
         self.weight_ih = nn.Parameter(torch.empty(4 * hidden_size, input_size))
         self.weight_hh = nn.Parameter(torch.empty(4 * hidden_size, hidden_size))
         self.bias = nn.Parameter(torch.empty(4 * hidden_size))
         self.register_buffer("zero_bias", torch.zeros(4 * hidden_size), persistent=False)
         uniform_init_(self, hidden_size)
-        with torch.no_grad():
-            self.bias[hidden_size: 2 * hidden_size] = FORGET_BIAS
+        if init == "xavier":
+            for weight in (self.weight_ih, self.weight_hh):
+                xavier_uniform_(weight, input_size + 5 * hidden_size)
+            nn.init.zeros_(self.bias)
+        else:
+            with torch.no_grad():
+                self.bias[hidden_size: 2 * hidden_size] = FORGET_BIAS
 
     @staticmethod
     def parameter_count(input_size: int, hidden_size: int) -> int:

@@ -28,6 +28,25 @@ def uniform_init_(module: nn.Module, hidden_size: int) -> None:
         nn.init.uniform_(p, -bound, bound)
 
 
+# How a cell's parameters start: "uniform" -- U(±1/√M) for all (torch's recurrent-layer default, the
+# library's own); "xavier" -- as the LRN authors' LM code: Xavier-uniform on each of *their* weight
+# matrices (so the bound follows their joint [x; h] shapes, see ``xavier_uniform_``), biases 0.
+CELL_INITS = ("uniform", "xavier")
+
+
+def check_init(cell: str, init: str) -> None:
+    if init not in CELL_INITS:
+        raise ValueError(f"{cell}: init={init!r}; use one of {CELL_INITS}")
+
+
+def xavier_uniform_(weight: torch.Tensor, fan_sum: int) -> None:
+    """U(±√(6 / fan_sum)): Xavier-uniform for a matrix whose rows + columns are ``fan_sum``. Our layers
+    store the authors' joint matrices in pieces (an LSTM's (N+M) x 4M ``_W`` as weight_ih and
+    weight_hh), so each piece is drawn with the bound of the whole matrix it comes from."""
+    bound = math.sqrt(6.0 / fan_sum)
+    nn.init.uniform_(weight, -bound, bound)
+
+
 def zero_state(reference: torch.Tensor, batch_size: int, *trailing: int, device=None, dtype=None) -> torch.Tensor:
     """Zeros of shape (batch_size, *trailing) on the device / dtype given, else those of ``reference``."""
     return torch.zeros(batch_size, *trailing, device=device or reference.device, dtype=dtype or reference.dtype)

@@ -18,6 +18,9 @@ the LRN code.
 
 All four products act on x only, so they are one matrix product over the whole sequence; the loop is
 the elementwise c recurrence, and r_t, h_t are computed for all steps at once after it.
+
+``init``: "uniform" (U(±1/√M) for every parameter) or "xavier", the LRN authors' LM code: the N x 4M
+matrix Xavier-uniform, biases 0, v_f = v_r = 1.
 """
 
 from __future__ import annotations
@@ -27,7 +30,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from .base import RecurrentLayer
-from .recurrence import grad_or_zeros, sigmoid_grad, uniform_init_, zero_state
+from .recurrence import check_init, grad_or_zeros, sigmoid_grad, uniform_init_, xavier_uniform_, zero_state
 
 
 class _SRUMemoryRecurrence(torch.autograd.Function):
@@ -63,13 +66,19 @@ class _SRUMemoryRecurrence(torch.autograd.Function):
 class SRULayer(RecurrentLayer):
     """SRU layer, input (T, B, N) -> output (T, B, M); state c (B, M). No hidden-to-hidden matrices."""
 
-    def __init__(self, input_size: int, hidden_size: int):
+    def __init__(self, input_size: int, hidden_size: int, init: str = "uniform"):
         super().__init__(input_size, hidden_size)
+        check_init("sru", init)
         self.weight_ih = nn.Parameter(torch.empty(4 * hidden_size, input_size))
         self.bias = nn.Parameter(torch.empty(4 * hidden_size))
         self.forget_weight = nn.Parameter(torch.empty(hidden_size))   # v_f
         self.reset_weight = nn.Parameter(torch.empty(hidden_size))    # v_r
         uniform_init_(self, hidden_size)
+        if init == "xavier":
+            xavier_uniform_(self.weight_ih, input_size + 4 * hidden_size)
+            nn.init.zeros_(self.bias)
+            nn.init.ones_(self.forget_weight)
+            nn.init.ones_(self.reset_weight)
 
     @staticmethod
     def parameter_count(input_size: int, hidden_size: int) -> int:
