@@ -1,11 +1,17 @@
 """Config and study validation, and the resolution of training cells from them."""
 
 import copy
+import inspect
+import re
+import subprocess
+import sys
 
 import pytest
 import yaml
+from conftest import copy_project, snakemake
 
 from rnnrepro import grid
+from rnnrepro.cells import CELLS, cell_class, cell_options
 from rnnrepro.configuration import REPO_ROOT, ConfigError, load_run_config, load_study, validate_cell_config
 
 
@@ -105,3 +111,130 @@ def test_cell_config_rejects_bad_recipe(run_config, pru):
 def test_unknown_study_is_named(run_config):
     with pytest.raises(ConfigError, match=r"unknown study 'nosuch'.*known studies: .*\bpru\b"):
         load_study("nosuch")
+
+
+# ---- the command line ---------------------------------------------------------------------------
+
+def test_command_line_values_take_the_schema_types(run_config):
+    # what Snakemake hands over for: trust_unverified_downloads=true seeds=[1111,1112] data_mirror= studies=pru
+    command_line = {"trust_unverified_downloads": "true", "seeds": ["1111", "1112"], "data_mirror": None,
+                    "studies": "pru", "threads": 3}
+    run_config.update(command_line)
+    loaded = load_run_config(run_config, command_line=command_line)
+    assert loaded["trust_unverified_downloads"] is True
+    assert loaded["seeds"] == [1111, 1112]
+    assert loaded["data_mirror"] == "" and loaded["studies"] == ["pru"] and loaded["threads"] == 3
+    run_config.update(seeds="7,8", trust_unverified_downloads="off")
+    loaded = load_run_config(run_config, command_line={"seeds": "7,8", "trust_unverified_downloads": "off"})
+    assert loaded["seeds"] == [7, 8] and loaded["trust_unverified_downloads"] is False
+
+
+def test_bad_command_line_value_names_the_command_line(run_config):
+    run_config["seeds"] = ["1111", "x"]
+    with pytest.raises(ConfigError, match=r"^the command line \(--config seeds=.*\) is invalid:\n  key 'seeds.1'"):
+        load_run_config(run_config, command_line={"seeds": ["1111", "x"]})
+    run_config["seeds"] = [1111]
+    run_config["budgett"] = "smoke"
+    with pytest.raises(ConfigError, match=r"(?s)^the command line \(--config budgett=smoke\).*unknown key 'budgett'"):
+        load_run_config(run_config, command_line={"budgett": "smoke"})
+
+
+def test_bad_config_file_value_still_names_the_file(run_config):
+    run_config["threads"] = "two"
+    with pytest.raises(ConfigError, match=r"^config/config.yaml is invalid"):
+        load_run_config(run_config, command_line={"budget": "smoke"})
+
+
+def test_snakemake_reads_command_line_values_and_keeps_the_smoke_profile(tmp_path):
+    project = copy_project(tmp_path)
+    planned = snakemake(project, "-n", "results/tables/pru_table1.csv",
+                        "--config", "budget=smoke", "trust_unverified_downloads=true", "seeds=[1111,1112]")
+    assert planned.returncode == 0, planned.stderr[-3000:]
+    assert "seed1112/metrics.json" in planned.stdout
+    # an extra --config adds to the profile's settings (smoke budget: synthetic corpora only)
+    planned = snakemake(project, "-n", "--profile", "profiles/smoke", "results/tables/pru_table1.csv",
+                        "--config", f"data_mirror={tmp_path}")
+    assert planned.returncode == 0, planned.stderr[-3000:]
+    raw = set(re.findall(r"output: (data/raw/[^/\s]+)/", planned.stdout))
+    assert raw and all(path.startswith("data/raw/synth_") for path in raw), raw
+    refused = snakemake(project, "-n", "results/tables/pru_table1.csv", "--config", "seeds=[1111,x]")
+    assert refused.returncode != 0 and "the command line (--config seeds=" in refused.stdout + refused.stderr
+
+
+# ---- cells, options and datasets of a study, checked when it is loaded -----------------------------
+
+def broken_study(tmp_path, name, study, edit):
+    broken = copy.deepcopy(study)
+    edit(broken)
+    (tmp_path / "config" / "studies").mkdir(parents=True, exist_ok=True)
+    path = tmp_path / "config" / "studies" / f"{name}.yaml"
+    path.write_text(yaml.safe_dump(broken))
+    return path
+
+
+def test_unknown_cell_is_named_with_the_file_and_key(tmp_path, pru):
+    path = broken_study(tmp_path, "pru", pru, lambda s: s["models"]["pru_g4_k2_m1400"].update(cell="pruu"))
+    with pytest.raises(ConfigError, match=rf"{re.escape(str(path))} is invalid:\n  models.pru_g4_k2_m1400.cell: "
+                                          r"unknown cell 'pruu'; known cells: .*\bpru\b"):
+        load_study("pru", root=tmp_path)
+
+
+def test_misspelled_or_mistyped_cell_option_is_named(tmp_path, pru):
+    options = {"groups": 4, "levles": 2}
+    broken_study(tmp_path, "pru", pru, lambda s: s["models"]["pru_g4_k2_m1400"].update(cell_options=options))
+    with pytest.raises(ConfigError, match=r"models.pru_g4_k2_m1400.cell_options: cell 'pru': unknown option "
+                                          r"'levles'; missing option 'levels' \(its options: levels: int, groups"):
+        load_study("pru", root=tmp_path)
+    options = {"groups": "4", "levels": 2}
+    broken_study(tmp_path, "pru", pru, lambda s: s["models"]["pru_g4_k2_m1400"].update(cell_options=options))
+    with pytest.raises(ConfigError, match=r"option 'groups' must be int, not '4'"):
+        load_study("pru", root=tmp_path)
+
+
+def test_option_of_a_model_sized_to_a_parameter_budget_is_named(tmp_path):
+    lru = load_study("lru")
+    model = next(name for name, m in lru["models"].items() if m["cell"] == "rhn" and "param_budget" in m)
+    broken_study(tmp_path, "lru", lru, lambda s: s["models"][model]["cell_options"].update(depth=3))
+    with pytest.raises(ConfigError, match=rf"models.{model}.cell_options: cell 'rhn': unknown option 'depth'"):
+        load_study("lru", root=tmp_path)
+
+
+def test_cell_options_read_from_source_match_the_constructors():
+    """validate_cell reads signatures without torch; they must be the classes' real signatures."""
+    for cell in CELLS:
+        signature = inspect.signature(cell_class(cell).__init__)
+        expected = {name: p.default is inspect.Parameter.empty for name, p in signature.parameters.items()
+                    if name not in ("self", "input_size", "hidden_size")}
+        options, _ = cell_options(cell)
+        assert {name: option.required for name, option in options.items()} == expected, cell
+
+
+def test_validate_cell_imports_no_torch():
+    code = ("import sys; from rnnrepro.cells import validate_cell\n"
+            "validate_cell('pru', {'groups': 4, 'levels': 2})\n"
+            "try:\n    validate_cell('pru', {'groups': 4})\nexcept ValueError as e:\n    print(e)\n"
+            "assert 'torch' not in sys.modules")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    assert "missing option 'levels'" in out.stdout
+
+
+def test_unknown_dataset_in_grid_or_budget_is_named(tmp_path, pru):
+    broken_study(tmp_path, "pru", pru, lambda s: s["artifacts"]["table1"]["datasets"].append("ptbb"))
+    with pytest.raises(ConfigError, match=r"artifacts.table1.datasets: unknown dataset 'ptbb'; known datasets: .*\bwt2\b"):
+        load_study("pru", root=tmp_path)
+    broken_study(tmp_path, "pru", pru, lambda s: s["budgets"]["smoke"]["datasets"].update(ptb="synth_ptbb"))
+    with pytest.raises(ConfigError, match=r"budgets.smoke.datasets.ptb: unknown dataset 'synth_ptbb'"):
+        load_study("pru", root=tmp_path)
+
+
+def test_snakemake_stops_on_a_bad_cell_option_before_any_job(tmp_path):
+    project = copy_project(tmp_path)
+    study = project / "config" / "studies" / "pru.yaml"
+    text = study.read_text()
+    assert "cell_options: {groups: 4, levels: 2}" in text
+    study.write_text(text.replace("cell_options: {groups: 4, levels: 2}", "cell_options: {groups: 4, levles: 2}", 1))
+    planned = snakemake(project, "-n", "results/tables/pru_table1.csv")
+    output = planned.stdout + planned.stderr
+    assert planned.returncode != 0
+    assert f"{study} is invalid" in output and "unknown option 'levles'" in output

@@ -28,7 +28,8 @@ if UNAVAILABLE:
 pytestmark = [pytest.mark.slow, pytest.mark.skipif(UNAVAILABLE is not None, reason=str(UNAVAILABLE))]
 
 # The smoke budget, as profiles/smoke sets it.
-SMOKE_CONFIG = yaml.safe_load((REPO_ROOT / "profiles" / "smoke" / "config.yaml").read_text())["config"]
+SMOKE_CONFIG = [f"{key}={value}" for key, value in
+                yaml.safe_load((REPO_ROOT / "profiles" / "smoke" / "run-config.yaml").read_text()).items()]
 # The grid that goes through SLURM whole: the smallest study's (3 cells, 2 notebooks). Every study's
 # jobs are the same three rules, so the others would repeat minutes of the local smoke run to show
 # nothing more. The interrupted cells are the PRU study's: its epochs are long enough to interrupt.

@@ -10,6 +10,7 @@ This module imports no torch: the Snakefile imports it at parse time.
 from __future__ import annotations
 
 import copy
+import re
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +21,8 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 SCHEMA_DIR = REPO_ROOT / "workflow" / "schemas"
 # task -> the definition in study.schema.yaml that a resolved recipe of that task must satisfy
 RECIPE_DEFINITIONS = {"lm": "recipe", "autocomplete": "autocomplete_recipe"}
+# How a boolean may be written after --config (YAML 1.1's words; Snakemake itself reads only True/False)
+BOOLEAN_WORDS = {"true": True, "yes": True, "on": True, "false": False, "no": False, "off": False}
 
 
 class ConfigError(ValueError):
@@ -64,20 +67,87 @@ def _describe(error: jsonschema.ValidationError, schema: dict) -> str:
     return f"key '{where}': {error.message}"
 
 
+def _errors(instance: Any, schema_name: str) -> list[jsonschema.ValidationError]:
+    validator = jsonschema.Draft202012Validator(_schema(schema_name))
+    return sorted(validator.iter_errors(instance), key=lambda e: list(map(str, e.absolute_path)))
+
+
+def _raise(source: str, errors: list[jsonschema.ValidationError], schema_name: str) -> None:
+    details = "\n  ".join(_describe(e, {}) for e in errors[:5])
+    raise ConfigError(f"{source} is invalid:\n  {details}\nFix the key(s) above; "
+                      f"the allowed keys and types are in workflow/schemas/{schema_name}.schema.yaml")
+
+
 def validate(instance: Any, schema_name: str, source: str) -> None:
     """Raise ConfigError naming the first offending key (in document order) of ``instance``."""
-    schema = _schema(schema_name)
-    validator = jsonschema.Draft202012Validator(schema)
-    errors = sorted(validator.iter_errors(instance), key=lambda e: list(map(str, e.absolute_path)))
+    errors = _errors(instance, schema_name)
     if errors:
-        details = "\n  ".join(_describe(e, schema) for e in errors[:5])
-        raise ConfigError(f"{source} is invalid:\n  {details}\nFix the key(s) above; "
-                          f"the allowed keys and types are in workflow/schemas/{schema_name}.schema.yaml")
+        _raise(source, errors, schema_name)
 
 
-def load_run_config(config: dict, source: str = "config/config.yaml") -> dict:
-    validate(config, "config", source)
-    return config
+def _from_command_line(value: Any, schema: dict) -> Any:
+    """A ``--config KEY=VALUE`` value as the schema's type, where it reads as one; else unchanged.
+
+    Snakemake turns a command-line value into an int, a float, True/False (only those spellings), a
+    list of strings (``[1111,1112]``) or a string, and an empty value into None.
+    """
+    kind = schema.get("type")
+    if kind == "boolean" and isinstance(value, str) and value.lower() in BOOLEAN_WORDS:
+        return BOOLEAN_WORDS[value.lower()]
+    if kind == "integer" and isinstance(value, str) and re.fullmatch(r"[+-]?\d+", value.strip()):
+        return int(value)
+    if kind == "number" and isinstance(value, str):
+        try:
+            return float(value)
+        except ValueError:
+            return value
+    if kind == "string" and value is None:  # data_mirror=
+        return ""
+    if kind == "string" and isinstance(value, (int, float)) and not isinstance(value, bool):
+        return str(value)
+    if kind == "array":
+        if value is None:
+            value = []
+        elif isinstance(value, str):  # seeds=1111,1112
+            value = [item.strip() for item in value.strip("[]").split(",") if item.strip()]
+        elif not isinstance(value, list):  # seeds=1111
+            value = [value]
+        return [_from_command_line(item, schema.get("items", {})) for item in value]
+    return value
+
+
+def _top_keys(error: jsonschema.ValidationError, properties: dict) -> set[str]:
+    """The top-level config keys a validation error is about."""
+    if error.absolute_path:
+        return {error.absolute_path[0]}
+    if error.validator == "additionalProperties" and isinstance(error.instance, dict):
+        return set(error.instance) - set(properties)
+    return set()
+
+
+def load_run_config(config: dict, source: str = "config/config.yaml", command_line: dict | None = None) -> dict:
+    """Validate the run config (in place: command-line values are first read as the schema's types).
+
+    ``command_line``: the ``--config`` overrides (Snakemake's ``workflow.config_settings.config``); an
+    error in one of them names the command line rather than ``source``.
+    """
+    command_line = dict(command_line or {})
+    properties = _schema("config")["properties"]
+    for key in command_line:
+        if key in config and key in properties:
+            config[key] = _from_command_line(config[key], properties[key])
+    errors = _errors(config, "config")
+    if not errors:
+        return config
+    from_command_line = [e for e in errors if _top_keys(e, properties) and _top_keys(e, properties) <= set(command_line)]
+    if from_command_line:
+        keys = sorted(set().union(*(_top_keys(e, properties) for e in from_command_line)))
+        settings = " ".join(f"{key}={command_line[key]}" for key in keys)
+        details = "\n  ".join(_describe(e, {}) for e in from_command_line[:5])
+        raise ConfigError(f"the command line (--config {settings}) is invalid:\n  {details}\nFix the value(s) "
+                          f"after --config; the allowed keys and types are in workflow/schemas/config.schema.yaml "
+                          f"and explained in {source}")
+    _raise(source, errors, "config")
 
 
 def load_study(study: str, root: Path = REPO_ROOT) -> dict:
@@ -93,10 +163,52 @@ def load_study(study: str, root: Path = REPO_ROOT) -> dict:
     return data
 
 
+def known_datasets() -> list[str]:
+    """Every dataset id the data layer can fetch or derive (the registry's and the autocomplete sets)."""
+    from .data.autocomplete import AUTOCOMPLETE_DATASETS
+    from .data.registry import DATASETS
+
+    return sorted({*DATASETS, *AUTOCOMPLETE_DATASETS})
+
+
+def _check_model(name: str, model: dict) -> list[str]:
+    """A model's cell id and cell_options against the cell's constructor, and its sizing."""
+    from .cells import CELLS, validate_cell
+    from .sizing import RECURRENT_PARAMS
+
+    if model["cell"] not in CELLS:
+        return [f"models.{name}.cell: unknown cell {model['cell']!r}; known cells: {', '.join(sorted(CELLS))}"]
+    try:
+        validate_cell(model["cell"], model["cell_options"])
+    except ValueError as e:
+        return [f"models.{name}.cell_options: {e}"]
+    if "param_budget" in model and model["cell"] not in RECURRENT_PARAMS:
+        return [f"models.{name}.param_budget: cell {model['cell']!r} has no closed-form parameter count "
+                f"(rnnrepro.sizing.RECURRENT_PARAMS), so it cannot be sized to a budget; give a hidden_size"]
+    return []
+
+
+def _check_datasets(study: dict) -> list[str]:
+    """Dataset ids of the grid, of dataset recipes and of each budget's stand-ins: ids the data layer knows."""
+    known = known_datasets()
+    named = [(f"artifacts.{name}.datasets", dataset)
+             for name, artifact in study["artifacts"].items() for dataset in artifact.get("datasets", [])]
+    named += [(f"dataset_recipes.{recipe}", dataset)
+              for recipe, datasets in study.get("dataset_recipes", {}).items() for dataset in datasets]
+    for budget_name, budget in study["budgets"].items():
+        for dataset, corpus in budget.get("datasets", {}).items():
+            named += [(f"budgets.{budget_name}.datasets", dataset),
+                      (f"budgets.{budget_name}.datasets.{dataset}", corpus)]
+    return [f"{key}: unknown dataset {dataset!r}; known datasets: {', '.join(known)} "
+            f"(`python -m rnnrepro.data info` describes them)"
+            for key, dataset in named if dataset not in known]
+
+
 def _check_references(study: dict, source: str) -> None:
     models, recipes = study["models"], study["recipes"]
-    problems = []
+    problems = _check_datasets(study)
     for name, model in models.items():
+        problems += _check_model(name, model)
         if model["recipe"] not in recipes:
             problems.append(f"models.{name}.recipe: unknown recipe {model['recipe']!r} (have: {', '.join(recipes)})")
         if "init_from" in model and model["init_from"] not in models:

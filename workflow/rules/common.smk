@@ -14,7 +14,8 @@ from rnnrepro.data.autocomplete import AUTOCOMPLETE_DATASETS
 from rnnrepro.data.registry import DATASETS
 
 try:
-    load_run_config(config)
+    # --config values arrive as strings (`true`, `[1111,1112]`): read as the schema's types, in place
+    load_run_config(config, command_line=workflow.config_settings.config)
     STUDIES = {
         name: load_study(name, root=Path(workflow.basedir))
         for name in config["studies"]

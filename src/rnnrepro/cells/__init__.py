@@ -3,13 +3,24 @@
 ``build_layer("pru", 400, 1400, groups=4, levels=2)`` returns one layer; the language model stacks
 them. Each cell lives in its own module (equations and parameter-count formula in its docstring) and
 is imported only when asked for.
+
+``validate_cell("pru", {"groups": 4, "levles": 2})`` checks a cell id and its options against the
+cell's constructor without importing torch: the Snakefile calls it when it loads the study files, so
+a misspelled cell or option stops the run before any data is fetched. Importing this package imports
+no torch either (``RecurrentLayer``, ``State`` and ``detach_state`` load :mod:`.base` on first use).
 """
 
 from __future__ import annotations
 
+import ast
+from dataclasses import dataclass
 from importlib import import_module
+from importlib.util import find_spec, resolve_name
+from pathlib import Path
+from typing import TYPE_CHECKING
 
-from .base import RecurrentLayer, State, detach_state
+if TYPE_CHECKING:
+    from .base import RecurrentLayer
 
 # cell id -> "module:Class" (modules relative to this package)
 CELLS: dict[str, str] = {
@@ -43,4 +54,103 @@ def build_layer(cell: str, input_size: int, hidden_size: int, **options) -> Recu
     return cell_class(cell)(input_size, hidden_size, **options)
 
 
-__all__ = ["CELLS", "RecurrentLayer", "State", "build_layer", "cell_class", "detach_state"]
+# Constructor arguments every layer takes from the model's sizes, never from cell_options.
+SIZE_ARGUMENTS = ("self", "input_size", "hidden_size")
+# Annotations whose values validate_cell checks (a bool is not an int here, though Python says it is).
+OPTION_TYPES = {
+    "int": lambda v: isinstance(v, int) and not isinstance(v, bool),
+    "float": lambda v: isinstance(v, (int, float)) and not isinstance(v, bool),
+    "bool": lambda v: isinstance(v, bool),
+    "str": lambda v: isinstance(v, str),
+}
+
+
+@dataclass(frozen=True)
+class CellOption:
+    name: str
+    annotation: str | None  # as written in the constructor, e.g. "int"
+    required: bool
+
+
+def cell_options(cell: str) -> tuple[dict[str, CellOption], bool]:
+    """The options of a cell's constructor beyond the sizes, and whether it also takes ``**kwargs``."""
+    if cell not in CELLS:
+        raise ValueError(f"unknown recurrent cell {cell!r}; known cells: {', '.join(sorted(CELLS))}")
+    module_name, class_name = CELLS[cell].split(":")
+    return constructor_options(f"{__name__}.{module_name}", class_name)
+
+
+def constructor_options(module: str, class_name: str) -> tuple[dict[str, CellOption], bool]:
+    """``cell_options`` of any layer class ``module.class_name``, read from its module's source.
+
+    The ``__init__`` is the class's own or, if it has none, its first base's (followed through the
+    module's classes and its ``from ... import`` lines).
+    """
+    init = _find_init(module, class_name)
+    if init is None:
+        raise ValueError(f"{module}.{class_name}: no __init__ found in the class or its bases")
+    arguments = init.args
+    positional = arguments.posonlyargs + arguments.args
+    defaults = [None] * (len(positional) - len(arguments.defaults)) + list(arguments.defaults)
+    pairs = list(zip(positional, defaults)) + list(zip(arguments.kwonlyargs, arguments.kw_defaults))
+    options = {
+        arg.arg: CellOption(arg.arg, ast.unparse(arg.annotation) if arg.annotation else None, default is None)
+        for arg, default in pairs if arg.arg not in SIZE_ARGUMENTS
+    }
+    return options, arguments.kwarg is not None
+
+
+def _find_init(module: str, class_name: str) -> ast.FunctionDef | None:
+    spec = find_spec(module)
+    if spec is None or spec.origin is None:
+        raise ValueError(f"module {module} not found")
+    tree = ast.parse(Path(spec.origin).read_text())
+    classes = {node.name: node for node in tree.body if isinstance(node, ast.ClassDef)}
+    if class_name not in classes:
+        raise ValueError(f"{module} defines no class {class_name}")
+    package = module.rpartition(".")[0]
+    imported = {
+        alias.asname or alias.name: (resolve_name("." * node.level + (node.module or ""), package), alias.name)
+        for node in tree.body if isinstance(node, ast.ImportFrom) for alias in node.names
+    }
+    node = classes[class_name]
+    init = next((item for item in node.body if isinstance(item, ast.FunctionDef) and item.name == "__init__"), None)
+    if init is not None:
+        return init
+    for base in node.bases:
+        if isinstance(base, ast.Name) and base.id in classes:
+            return _find_init(module, base.id)
+        if isinstance(base, ast.Name) and base.id in imported:
+            return _find_init(*imported[base.id])
+    return None
+
+
+def validate_cell(cell: str, options: dict) -> None:
+    """Raise ValueError naming what is wrong with a cell id or its options (unknown, missing, wrong type)."""
+    accepted, takes_any = cell_options(cell)
+    problems = []
+    unknown = sorted(set(options) - set(accepted))
+    if unknown and not takes_any:
+        problems.append(f"unknown option{'s' * (len(unknown) > 1)} {', '.join(map(repr, unknown))}")
+    missing = [name for name, option in accepted.items() if option.required and name not in options]
+    if missing:
+        problems.append(f"missing option{'s' * (len(missing) > 1)} {', '.join(map(repr, missing))}")
+    for name, value in options.items():
+        option = accepted.get(name)
+        if option and option.annotation in OPTION_TYPES and not OPTION_TYPES[option.annotation](value):
+            problems.append(f"option {name!r} must be {option.annotation}, not {value!r}")
+    if problems:
+        described = ", ".join(f"{o.name}: {o.annotation or 'any'}{'' if o.required else ' (optional)'}"
+                              for o in accepted.values()) or "none"
+        raise ValueError(f"cell {cell!r}: {'; '.join(problems)} (its options: {described})")
+
+
+def __getattr__(name: str):
+    # The torch-using base module loads on first use, so validate_cell runs without torch.
+    if name in ("RecurrentLayer", "State", "detach_state"):
+        return getattr(import_module(".base", __name__), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+__all__ = ["CELLS", "CellOption", "RecurrentLayer", "State", "build_layer", "cell_class", "cell_options",
+           "constructor_options", "detach_state", "validate_cell"]
