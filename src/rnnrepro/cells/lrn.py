@@ -30,6 +30,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from . import gpu
 from .base import RecurrentLayer
 from .recurrence import check_init, grad_or_zeros, sigmoid_grad, tanh_grad, uniform_init_, xavier_uniform_, zero_state
 
@@ -43,15 +44,19 @@ class _LRNRecurrence(torch.autograd.Function):
     @staticmethod
     def forward(ctx, projected: torch.Tensor, h0: torch.Tensor, tanh_output: bool) -> torch.Tensor:
         q, k, v = projected.chunk(3, dim=2)
-        hidden = projected.new_empty(projected.size(0) + 1, *h0.shape)
-        input_gates, forget_gates = torch.empty_like(q), torch.empty_like(q)
-        hidden[0] = h0
-        for t in range(projected.size(0)):
-            torch.sigmoid(k[t] + hidden[t], out=input_gates[t])
-            torch.sigmoid(q[t] - hidden[t], out=forget_gates[t])
-            torch.addcmul(input_gates[t] * v[t], forget_gates[t], hidden[t], out=hidden[t + 1])
-            if tanh_output:
-                hidden[t + 1].tanh_()
+        kernels = gpu.kernels_for(projected, h0)
+        if kernels is not None:  # GPU: the whole loop is one Triton scan
+            hidden, input_gates, forget_gates = kernels.lrn_forward(projected, h0, tanh_output)
+        else:
+            hidden = projected.new_empty(projected.size(0) + 1, *h0.shape)
+            input_gates, forget_gates = torch.empty_like(q), torch.empty_like(q)
+            hidden[0] = h0
+            for t in range(projected.size(0)):
+                torch.sigmoid(k[t] + hidden[t], out=input_gates[t])
+                torch.sigmoid(q[t] - hidden[t], out=forget_gates[t])
+                torch.addcmul(input_gates[t] * v[t], forget_gates[t], hidden[t], out=hidden[t + 1])
+                if tanh_output:
+                    hidden[t + 1].tanh_()
         ctx.tanh_output = tanh_output
         ctx.save_for_backward(v, hidden, input_gates, forget_gates)
         return hidden[1:]
@@ -60,6 +65,9 @@ class _LRNRecurrence(torch.autograd.Function):
     def backward(ctx, grad_output: torch.Tensor):
         v, hidden, input_gates, forget_gates = ctx.saved_tensors
         grad_output = grad_or_zeros(grad_output, v)
+        kernels = gpu.kernels_for(grad_output, v, hidden)
+        if kernels is not None:
+            return *kernels.lrn_backward(grad_output, v, hidden, input_gates, forget_gates, ctx.tanh_output), None
         grad_q, grad_k, grad_v = torch.empty_like(v), torch.empty_like(v), torch.empty_like(v)
         grad_h = torch.zeros_like(hidden[0])
         for t in range(v.size(0) - 1, -1, -1):

@@ -29,6 +29,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from . import gpu
 from .base import RecurrentLayer
 from .recurrence import check_init, grad_or_zeros, sigmoid_grad, uniform_init_, xavier_uniform_, zero_state
 
@@ -39,12 +40,16 @@ class _SRUMemoryRecurrence(torch.autograd.Function):
     @staticmethod
     def forward(ctx, forget_input: torch.Tensor, candidate: torch.Tensor, forget_weight: torch.Tensor,
                 c0: torch.Tensor) -> torch.Tensor:
-        memory = candidate.new_empty(candidate.size(0) + 1, *c0.shape)
-        forget_gates = torch.empty_like(candidate)
-        memory[0] = c0
-        for t in range(candidate.size(0)):
-            torch.sigmoid(torch.addcmul(forget_input[t], forget_weight, memory[t]), out=forget_gates[t])
-            torch.lerp(candidate[t], memory[t], forget_gates[t], out=memory[t + 1])  # f c + (1 - f) x̃
+        kernels = gpu.kernels_for(forget_input, candidate, forget_weight, c0)
+        if kernels is not None:  # GPU: the whole loop is one Triton scan
+            memory, forget_gates = kernels.sru_forward(forget_input, candidate, forget_weight, c0)
+        else:
+            memory = candidate.new_empty(candidate.size(0) + 1, *c0.shape)
+            forget_gates = torch.empty_like(candidate)
+            memory[0] = c0
+            for t in range(candidate.size(0)):
+                torch.sigmoid(torch.addcmul(forget_input[t], forget_weight, memory[t]), out=forget_gates[t])
+                torch.lerp(candidate[t], memory[t], forget_gates[t], out=memory[t + 1])  # f c + (1 - f) x̃
         ctx.save_for_backward(candidate, forget_weight, memory, forget_gates)
         return memory[1:]
 
@@ -52,6 +57,9 @@ class _SRUMemoryRecurrence(torch.autograd.Function):
     def backward(ctx, grad_output: torch.Tensor):
         candidate, forget_weight, memory, forget_gates = ctx.saved_tensors
         grad_output = grad_or_zeros(grad_output, candidate)
+        kernels = gpu.kernels_for(grad_output, candidate, memory)
+        if kernels is not None:
+            return kernels.sru_backward(grad_output, candidate, forget_weight, memory, forget_gates)
         grad_forget, grad_candidate = torch.empty_like(candidate), torch.empty_like(candidate)
         grad_c = torch.zeros_like(memory[0])
         for t in range(candidate.size(0) - 1, -1, -1):

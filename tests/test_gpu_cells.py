@@ -1,0 +1,218 @@
+"""GPU fast paths of the cells against their eager (CPU) loops.
+
+Two groups:
+- Triton kernels in Triton's interpreter on CPU tensors (needs the optional `triton` package:
+  `pip install -r requirements-gpu-tests.txt`; skipped without it). These run in CI's CPU box.
+- `@pytest.mark.cuda`: every cell on a GPU against its CPU path, weight drop and state carry across
+  BPTT windows, and the captured / fused paths against the eager GPU loop. Skipped without CUDA.
+
+Tolerances: float64 1e-10 (the kernels use the same formulas; only rounding order and the exp-based
+tanh differ), float32 2e-5 absolute on outputs and 1e-4 on gradients (O(1) values, T <= 12 steps).
+"""
+
+import os
+
+import pytest
+import torch
+
+HAS_CUDA = torch.cuda.is_available()
+if not HAS_CUDA:
+    # Triton reads this when a kernel is defined, i.e. on the first import of the kernels module
+    os.environ.setdefault("TRITON_INTERPRET", "1")
+
+from rnnrepro import precision  # noqa: E402
+from rnnrepro.cells import CELLS, build_layer, detach_state  # noqa: E402
+from rnnrepro.cells import gpu  # noqa: E402
+from rnnrepro.models.regularisation import run_with_weight_drop  # noqa: E402
+
+needs_triton = pytest.mark.skipif(not gpu.triton_available(),
+                                  reason="triton not installed (pip install -r requirements-gpu-tests.txt)")
+cuda = pytest.mark.cuda
+needs_cuda = pytest.mark.skipif(not HAS_CUDA, reason="needs a CUDA GPU")
+
+TOLERANCE = {torch.float64: dict(out=1e-10, grad=1e-10), torch.float32: dict(out=2e-5, grad=1e-4)}
+
+# cell id -> (input size, hidden size, options): small sizes that satisfy each cell's constraints
+SHAPES = {
+    "lstm": (6, 8, {}),
+    "pru": (8, 8, {"groups": 2, "levels": 2}),
+    "lstm_single_bias": (6, 8, {}),
+    "gru": (6, 8, {}),
+    "gru_single_bias": (6, 8, {}),
+    "nested_lstm": (6, 8, {"depth": 2}),
+    "rhn": (6, 8, {"recurrence_depth": 2}),
+    "grid_lstm": (8, 8, {"depth": 2}),
+    "ps_lru": (8, 8, {}),
+    "rg_lru": (8, 8, {}),
+    "lru": (8, 8, {}),
+    "lrn": (6, 8, {}),
+    "atr": (6, 8, {}),
+    "sru": (6, 8, {}),
+}
+# the cells with Triton kernels, and the variants of their options to cover
+KERNEL_CELLS = [
+    pytest.param("lrn", {}, id="lrn"), pytest.param("lrn", {"activation": "identity"}, id="lrn-identity"),
+    pytest.param("lrn", {"layer_norm": True}, id="lrn-layer_norm"),
+    pytest.param("sru", {}, id="sru"), pytest.param("atr", {}, id="atr"),
+]
+
+
+def _flatten(state):
+    return [state] if isinstance(state, torch.Tensor) else [t for s in state for t in _flatten(s)]
+
+
+def _run(layer, x, state, windows=2, weight_drop=0.0, seed=0):
+    """Outputs of `windows` BPTT windows with the state carried (detached) between them, and the
+    gradients of a loss over all of them w.r.t. the input, the first state and every parameter."""
+    torch.manual_seed(seed)
+    x = x.clone().requires_grad_(True)
+    first = tuple(s.clone().requires_grad_(True) for s in _flatten(state))
+    state = first[0] if isinstance(state, torch.Tensor) else _restructure(state, list(first))
+    outputs, loss = [], 0.0
+    for window in x.chunk(windows, dim=0):
+        out, state = run_with_weight_drop(layer, window, state, weight_drop, training=weight_drop > 0)
+        outputs.append(out)
+        loss = loss + (out * torch.linspace(-1, 1, out.size(-1), dtype=out.dtype, device=out.device)).sum()
+        loss = loss + sum((s ** 2).sum() for s in _flatten(state))
+        state = detach_state(state)
+    params = [p for p in layer.parameters()]
+    grads = torch.autograd.grad(loss, [x, *first, *params])
+    return torch.cat(outputs), grads
+
+
+def _restructure(template, flat):
+    if isinstance(template, torch.Tensor):
+        return flat.pop(0)
+    return tuple(_restructure(t, flat) for t in template)
+
+
+def _assert_close(result, expected, dtype):
+    tol = TOLERANCE[dtype]
+    (out, grads), (out_ref, grads_ref) = result, expected
+    torch.testing.assert_close(out.cpu(), out_ref.cpu(), atol=tol["out"], rtol=0)
+    for g, g_ref in zip(grads, grads_ref):
+        torch.testing.assert_close(g.cpu(), g_ref.cpu(), atol=tol["grad"], rtol=tol["grad"])
+
+
+def _layer(cell, options, dtype, device="cpu"):
+    n, m, base_options = SHAPES[cell]
+    torch.manual_seed(1)
+    return build_layer(cell, n, m, **{**base_options, **options}).to(dtype=dtype, device=device)
+
+
+def _inputs(cell, layer, dtype, device="cpu", steps=12, batch=3):
+    torch.manual_seed(2)
+    x = torch.randn(steps, batch, layer.input_size, dtype=dtype, device=device)
+    state = layer.init_state(batch, device=device, dtype=dtype)
+    state = tuple(torch.randn_like(s) * 0.5 for s in _flatten(state))
+    return x, state[0] if len(state) == 1 else _restructure(layer.init_state(batch, device=device, dtype=dtype),
+                                                            list(state))
+
+
+# ------------------------------------------------------------------ Triton interpreter, CPU
+@needs_triton
+@pytest.mark.skipif(HAS_CUDA, reason="interpreter tests are for CPU-only machines; on a GPU the cuda tests run")
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32], ids=["float64", "float32"])
+@pytest.mark.parametrize("cell,options", KERNEL_CELLS)
+def test_triton_kernels_match_eager_loop_in_interpreter(cell, options, dtype):
+    layer = _layer(cell, options, dtype)
+    x, state = _inputs(cell, layer, dtype)
+    with gpu.settings(kernels=False):
+        expected = _run(layer, x, state)
+    with gpu.settings(kernels=True, cpu_kernels=True):
+        assert gpu.kernels_for(x) is not None
+        result = _run(layer, x, state)
+    _assert_close(result, expected, dtype)
+
+
+@needs_triton
+@pytest.mark.skipif(HAS_CUDA, reason="interpreter tests are for CPU-only machines")
+def test_triton_kernels_with_weight_drop_on_atr():
+    layer = _layer("atr", {}, torch.float64)
+    x, state = _inputs("atr", layer, torch.float64)
+    with gpu.settings(kernels=False):
+        expected = _run(layer, x, state, weight_drop=0.5, seed=3)
+    with gpu.settings(kernels=True, cpu_kernels=True):
+        result = _run(layer, x, state, weight_drop=0.5, seed=3)
+    _assert_close(result, expected, torch.float64)
+
+
+def test_kernels_are_not_used_on_cpu_by_default():
+    """The CPU path stays the eager loop (bit-identical to before) unless a test forces the kernels."""
+    assert gpu.kernels_for(torch.zeros(2)) is None
+    assert not gpu.graphs_for(torch.zeros(2))
+
+
+def test_unknown_fast_path_setting_is_refused():
+    with pytest.raises(ValueError, match="'fused'.*known"):
+        with gpu.settings(fused=True):
+            pass
+
+
+# ------------------------------------------------------------------ CUDA
+@cuda
+@needs_cuda
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32], ids=["float64", "float32"])
+@pytest.mark.parametrize("cell", sorted(CELLS))
+def test_cuda_matches_cpu(cell, dtype):
+    """Every cell's GPU path (fast paths on, as in training) against its CPU path, two windows."""
+    precision.apply("fp32")  # cuDNN's RNN defaults to TF32 on Ampere+: compare full FP32 products
+    layer = _layer(cell, {}, dtype)
+    x, state = _inputs(cell, layer, dtype)
+    expected = _run(layer, x, state)
+    layer_gpu = _layer(cell, {}, dtype, "cuda")
+    layer_gpu.load_state_dict(layer.state_dict())
+    to_gpu = (lambda s: s.cuda()) if isinstance(state, torch.Tensor) else (lambda s: tuple(t.cuda() for t in s))
+    _assert_close(_run(layer_gpu, x.cuda(), to_gpu(state)), expected, dtype)
+
+
+@cuda
+@needs_cuda
+@pytest.mark.parametrize("cell", sorted(c for c in CELLS if build_layer(c, *SHAPES[c][:2], **SHAPES[c][2])
+                                        .recurrent_weight_names))
+def test_cuda_fast_paths_match_eager_gpu_loop_with_weight_drop(cell):
+    """Captured / fused loops against the eager GPU loop: the same dropout masks (same seed), state
+    carried over three windows of different lengths, each shape replayed twice."""
+    dtype = torch.float32
+    precision.apply("fp32")
+    layer = _layer(cell, {}, dtype, "cuda")
+    x, state = _inputs(cell, layer, dtype, "cuda", steps=15)
+    for _ in range(2):
+        with gpu.settings(kernels=False, graphs=False):
+            expected = _run(layer, x, state, windows=3, weight_drop=0.5, seed=4)
+        result = _run(layer, x, state, windows=3, weight_drop=0.5, seed=4)
+        _assert_close(result, expected, dtype)
+
+
+@cuda
+@needs_cuda
+@needs_triton
+@pytest.mark.parametrize("cell,options", KERNEL_CELLS)
+def test_cuda_triton_kernels_match_eager_gpu_loop(cell, options):
+    layer = _layer(cell, options, torch.float64, "cuda")
+    x, state = _inputs(cell, layer, torch.float64, "cuda", steps=70, batch=4)
+    with gpu.settings(kernels=False, graphs=False):
+        expected = _run(layer, x, state)
+    assert gpu.kernels_for(x) is not None
+    _assert_close(_run(layer, x, state), expected, torch.float64)
+
+
+@cuda
+@needs_cuda
+def test_captured_loop_replays_per_shape():
+    """One graph per shape; a replay with new inputs gives the eager result, not the captured one."""
+    gpu.clear_graphs()
+
+    def loop(a, w):
+        out = torch.empty_like(a)
+        h = torch.zeros_like(a[0])
+        for t in range(a.size(0)):
+            h = torch.tanh(a[t] + h @ w)
+            out[t] = h
+        return out
+
+    w = torch.randn(5, 5, device="cuda") * 0.3
+    for steps in (4, 6, 4):
+        a = torch.randn(steps, 3, 5, device="cuda")
+        torch.testing.assert_close(gpu.captured(loop, (a, w)), loop(a, w))
+    assert len(gpu._CACHE) == 2
