@@ -32,6 +32,7 @@ RECORD = ("import json, os, sys, time; start = time.time(); time.sleep(float(sys
 def host_env(visible: str | None) -> dict:
     env = {k: v for k, v in os.environ.items() if not k.startswith("SLURM_")}
     env.pop("CUDA_VISIBLE_DEVICES", None)
+    env.pop(gpus.JOBS_PER_GPU_ENV, None)
     if visible is not None:
         env["CUDA_VISIBLE_DEVICES"] = visible
     return env
@@ -43,9 +44,9 @@ def wrapped(lock_dir: Path, command: list[str], env: dict, **popen) -> subproces
 
 
 def test_one_job_per_gpu_and_every_gpu_used(tmp_path):
-    """Eight jobs on a 4-GPU host: never two at once on one GPU, all four GPUs busy."""
+    """Eight jobs on a 4-GPU host at one job per GPU: never two at once on one GPU, all four GPUs busy."""
     procs = [wrapped(tmp_path / "locks", [sys.executable, "-c", RECORD, str(tmp_path / f"job{i}.json"), "1.5"],
-                     host_env("0,1,2,3")) for i in range(8)]
+                     {**host_env("0,1,2,3"), gpus.JOBS_PER_GPU_ENV: "1"}) for i in range(8)]
     assert [p.wait(timeout=120) for p in procs] == [0] * 8
     leases = [json.loads((tmp_path / f"job{i}.json").read_text()) for i in range(8)]
     assert {gpu for gpu, _, _ in leases} == {"0", "1", "2", "3"}
@@ -98,22 +99,62 @@ def test_missing_command_is_named(tmp_path):
     assert proc.returncode == 127 and "no-such-program" in err
 
 
-def test_default_profile_limits_gpu_jobs_to_the_gpus():
+def test_default_profile_limits_gpu_jobs_to_the_gpu_slots():
     from snakemake.profiles import ProfileConfigFileParser
 
-    def gpu_limit(visible):
-        saved = os.environ.get("CUDA_VISIBLE_DEVICES")
+    def gpu_limit(visible, per_gpu=None):
+        saved = {k: os.environ.get(k) for k in ("CUDA_VISIBLE_DEVICES", gpus.JOBS_PER_GPU_ENV)}
         os.environ["CUDA_VISIBLE_DEVICES"] = visible
+        os.environ.pop(gpus.JOBS_PER_GPU_ENV, None)
+        if per_gpu is not None:
+            os.environ[gpus.JOBS_PER_GPU_ENV] = per_gpu
         try:
             with open(REPO_ROOT / "profiles" / "default" / "config.yaml") as f:
                 return ProfileConfigFileParser().parse(f)["resources"]
         finally:
-            os.environ.pop("CUDA_VISIBLE_DEVICES")
-            if saved is not None:
-                os.environ["CUDA_VISIBLE_DEVICES"] = saved
+            for key, value in saved.items():
+                os.environ.pop(key, None)
+                if value is not None:
+                    os.environ[key] = value
 
-    assert gpu_limit("0,1,2,3") == ["gpu=4"]
+    assert gpu_limit("0,1,2,3") == [f"gpu={4 * gpus.DEFAULT_JOBS_PER_GPU}"]
+    assert gpu_limit("0,1,2,3", "1") == ["gpu=4"]
+    assert gpu_limit("0", "2") == ["gpu=2"]
     assert gpu_limit("") == [f"gpu={os.cpu_count()}"]  # no GPU: the cores are the limit
+
+
+def test_jobs_share_a_gpu_up_to_jobs_per_gpu(tmp_path):
+    """Six jobs, two GPUs, two jobs per GPU: at most two at once on a GPU, and the first two jobs
+    (started one after the other) land on different GPUs (slots fill GPU by GPU first)."""
+    env = {**host_env("0,1"), gpus.JOBS_PER_GPU_ENV: "2"}
+    lock_dir = tmp_path / "locks"
+    procs = []
+    for i in range(6):
+        procs.append(wrapped(lock_dir, [sys.executable, "-c", RECORD, str(tmp_path / f"job{i}.json"),
+                                        "4" if i < 2 else "1.5"], env))
+        deadline = time.time() + 60
+        while i < 2 and len(gpus.held_leases(lock_dir)) < i + 1:  # jobs 0 and 1 lease one after the other
+            assert time.time() < deadline and procs[-1].poll() is None
+            time.sleep(0.05)
+    assert [p.wait(timeout=120) for p in procs] == [0] * 6
+    leases = [json.loads((tmp_path / f"job{i}.json").read_text()) for i in range(6)]
+    assert [leases[0][0], leases[1][0]] == ["0", "1"]
+    for gpu in "01":
+        spans = [(start, end) for g, start, end in leases if g == gpu]
+        for start, _ in spans:  # jobs running on this GPU at each job's start, itself included
+            assert sum(s <= start < e for s, e in spans) <= 2, (gpu, spans)
+    assert max(sum(s <= start < e for _, s, e in leases) for _, start, _ in leases) > 2  # GPUs were shared
+
+
+def test_jobs_per_gpu_setting_is_checked(tmp_path):
+    assert gpus.jobs_per_gpu({}) == gpus.DEFAULT_JOBS_PER_GPU
+    assert gpus.jobs_per_gpu({gpus.JOBS_PER_GPU_ENV: "4"}) == 4
+    with pytest.raises(ValueError, match=f"{gpus.JOBS_PER_GPU_ENV}='0'.*whole number >= 1"):
+        gpus.jobs_per_gpu({gpus.JOBS_PER_GPU_ENV: "0"})
+    proc = wrapped(tmp_path / "locks", ["true"], {**host_env("0"), gpus.JOBS_PER_GPU_ENV: "two"},
+                   stderr=subprocess.PIPE, text=True)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 2 and "RNNREPRO_JOBS_PER_GPU='two'" in err
 
 
 def test_train_rule_runs_training_through_the_gpu_wrapper(tmp_path):
