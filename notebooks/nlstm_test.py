@@ -35,13 +35,15 @@ import matplotlib.pyplot as plt
 import seaborn as sns
 
 from rnnrepro import grid
-from rnnrepro.analysis.autocomplete import example_predictions, test_table, validation_curves
+from rnnrepro.analysis.autocomplete import early_validation_loss, example_predictions, test_table, validation_curves
 from rnnrepro.analysis.results import read_cells
 from rnnrepro.configuration import load_study
 
 study_config = load_study(study)
 cells = read_cells(metrics_files)
-table = test_table(cells, study_config, artifact)
+curves = validation_curves(metrics_files)
+# early_val_loss: the validation loss an eighth of the way into training (the scorecard's "at first")
+table = test_table(cells, study_config, artifact).merge(early_validation_loss(curves), on=["model", "seed"])
 assert table[["test_cross_entropy", "test_accuracy_pct"]].notna().all().all(), "a cell has no test result"
 table.to_csv(tables[0], index=False)
 table
@@ -51,7 +53,6 @@ table
 # iterations. The published observation: the Nested LSTM converges fastest at first and ends worst.
 
 # %%
-curves = validation_curves(metrics_files)
 label = f"budget {cells['budget'].iloc[0]}, corpus {cells['corpus'].iloc[0]}"
 fig, ax = plt.subplots(figsize=(7, 4))
 sns.lineplot(data=curves, x="iteration", y="val_loss", hue="model", units="seed", estimator=None, ax=ax)

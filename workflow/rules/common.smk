@@ -10,6 +10,7 @@ SRC = Path(workflow.basedir) / "src"
 sys.path.insert(0, str(SRC))
 from rnnrepro import grid
 from rnnrepro.configuration import ConfigError, load_run_config, load_study
+from rnnrepro.analysis.claims import check_claims
 from rnnrepro.data.autocomplete import AUTOCOMPLETE_DATASETS
 from rnnrepro.data.registry import DATASETS
 
@@ -55,7 +56,22 @@ def all_artifacts():
         for artifact in STUDIES[study]["artifacts"]:
             out = artifact_outputs(study, artifact)
             targets += out["tables"] + out["figures"] + [out["notebook"]]
-    return targets
+    # the claims scorecard (rule claims in analysis.smk)
+    return targets + [
+        "results/tables/claims.csv",
+        "results/figures/claims.png",
+        "results/notebooks/claims.ipynb",
+    ]
+
+
+def all_tables():
+    """Every artifact table of every study (the claims scorecard reads them)."""
+    return [
+        table
+        for study in STUDIES
+        for artifact in STUDIES[study]["artifacts"]
+        for table in artifact_outputs(study, artifact)["tables"]
+    ]
 
 
 def cell_of(wildcards):

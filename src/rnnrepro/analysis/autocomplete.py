@@ -73,6 +73,18 @@ def validation_curves(metrics_files: list[str]) -> pd.DataFrame:
     return pd.concat(frames, ignore_index=True)
 
 
+def early_validation_loss(curves: pd.DataFrame, share: float = 1 / 8) -> pd.DataFrame:
+    """Each cell's validation loss at the first check at or past ``share`` of its training iterations
+    ("converges faster at first" in numbers), and the mean over seeds per model."""
+    rows = []
+    for (model, seed), curve in curves.groupby(["model", "seed"], sort=False):
+        early = curve[curve["iteration"] >= share * curve["iteration"].max()].iloc[0]
+        rows.append({"model": model, "seed": seed, "early_iteration": int(early["iteration"]),
+                     "early_val_loss": float(early["val_loss"])})
+    table = pd.DataFrame(rows)
+    return table.assign(early_val_loss_mean=table.groupby("model")["early_val_loss"].transform("mean"))
+
+
 @torch.no_grad()
 def example_predictions(model_file: Path | str, observations: int, max_chars: int) -> list[dict]:
     """The top prediction under each character of the first test observations of a cell's data.

@@ -68,3 +68,19 @@ def pru_table1(cells: pd.DataFrame, study: dict) -> pd.DataFrame:
     return (table.sort_values(by=["dataset", "model"],
                               key=lambda s: s.map(dataset_order if s.name == "dataset" else order))
             .reset_index(drop=True))
+
+
+def pru_dropout_table(cells: pd.DataFrame, study: dict) -> pd.DataFrame:
+    """The standard-dropout cells at 0.5 (the paper's text) and 0.4 (the authors' code default): one row
+    per (dataset, model), each beside the paper's Table 1 number of its 0.5 model (``paper_model``)."""
+    dropout = {name: recipe["dropout_output"] for name, recipe in study["recipes"].items()}
+    cells = cells.assign(dropout=cells["recipe"].map(dropout), paper_model=cells["model"].str.removesuffix("_do04"))
+    keys = ["dataset", "corpus", "model", "paper_model", "recipe", "dropout", "cell", "budget"]
+    table = summarise_seeds(cells, keys, ["val_ppl", "test_ppl"])
+    paper = paper_values(study, "table1")[["dataset", "model", "paper_val_ppl", "paper_test_ppl"]]
+    table = table.merge(paper.rename(columns={"model": "paper_model"}), on=["dataset", "paper_model"], how="left")
+    order = {m: i for i, m in enumerate(study["artifacts"]["dropout"]["models"])}
+    dataset_order = {d: i for i, d in enumerate(study["artifacts"]["dropout"]["datasets"])}
+    return (table.sort_values(by=["dataset", "model"],
+                              key=lambda s: s.map(dataset_order if s.name == "dataset" else order))
+            .reset_index(drop=True))

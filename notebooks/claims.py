@@ -1,0 +1,68 @@
+# ---
+# jupyter:
+#   jupytext:
+#     formats: py:percent
+#   kernelspec:
+#     display_name: Python 3
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # The claims scorecard
+#
+# Every claim each study file lists under `claims:` (docs/claims.md), checked against the study's
+# artifact tables: `held`, `not held` or `not tested` (with the reason: synthetic data, a budget that
+# cannot answer the claim and the GPU-hours that would, or a row the budget leaves out), beside the
+# paper's numbers, the budget, the data and the seeds. `paper_check` is the same check on the paper's
+# own numbers.
+
+# %% tags=["parameters"]
+run_config = {"budget": "paper", "seeds": [1111], "studies": ["pru"]}
+table_files = []
+tables = ["results/tables/claims.csv"]
+figures = ["results/figures/claims.png"]
+
+# %%
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt
+import pandas as pd
+
+from rnnrepro.analysis.claims import HELD, NOT_HELD, NOT_TESTED, scorecard
+from rnnrepro.configuration import load_study
+
+studies = {name: load_study(name) for name in run_config["studies"]}
+card = scorecard(studies, run_config, table_files)
+card.to_csv(tables[0], index=False)
+pd.set_option("display.max_colwidth", 80)
+card[["study", "claim", "paper", "ours", "verdict", "reason", "paper_check"]]
+
+# %% [markdown]
+# Verdicts per study (not tested split by its reason).
+
+# %%
+def kind(row) -> str:
+    if row.verdict != NOT_TESTED:
+        return row.verdict
+    if row.reason.startswith("synthetic"):
+        return "not tested: synthetic data"
+    if row.reason.startswith("not testable"):
+        return "not tested: needs a larger budget"
+    return "not tested: no result"
+
+
+colours = {HELD: "tab:green", NOT_HELD: "tab:red", "not tested: synthetic data": "0.75",
+           "not tested: needs a larger budget": "tab:orange", "not tested: no result": "0.45"}
+counts = (card.assign(kind=[kind(r) for r in card.itertuples()])
+          .groupby(["study", "kind"]).size().unstack(fill_value=0)
+          .reindex(columns=[k for k in colours], fill_value=0))
+fig, ax = plt.subplots(figsize=(8, 0.6 + 0.5 * max(len(counts), 1)))
+counts.plot.barh(stacked=True, color=[colours[k] for k in counts.columns], ax=ax, width=0.6)
+ax.set_xlabel("claims (one per dataset / combination)")
+ax.set_ylabel("")
+ax.set_title(f"Claims scorecard, budget {run_config['budget']}")
+ax.legend(fontsize=8, loc="lower right", bbox_to_anchor=(1.0, 1.08), ncol=3)
+fig.savefig(figures[0], dpi=120, bbox_inches="tight")
+plt.show()

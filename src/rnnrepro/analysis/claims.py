@@ -1,0 +1,316 @@
+"""The claims scorecard: every claim a study file lists, checked against the study's artifact tables.
+
+A claim (``claims:`` in config/studies/<study>.yaml, format in docs/claims.md) names a table, a value
+column, a check kind and row selectors. Each claim (times each combination of its ``per`` values)
+gets one verdict:
+
+- ``held`` / ``not held``: the check on our numbers (at the ``paper`` budget also every row within the
+  claim's ``tolerance`` of the paper's number);
+- ``not tested``, with the reason: a row trained on synthetic data (the smoke budget), a budget the
+  claim lists as unable to answer it (quoting the GPU-hours that would), or a row the budget's grid
+  leaves out.
+
+The same check is also run on the paper's own numbers (``paper_check``), which catches a claim that
+misreads its source. No torch here: the scorecard reads CSV tables only.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+
+from .. import grid
+from ..configuration import ConfigError
+from ..data.autocomplete import AUTOCOMPLETE_DATASETS
+from ..data.registry import DATASETS
+
+HELD, NOT_HELD, NOT_TESTED = "held", "not held", "not tested"
+DEFAULT_TESTABLE = ["reduced", "paper"]
+# check kind -> number of rows it takes (None: two or more)
+ROW_COUNTS = {"less_than": 2, "greater_than": 2, "increasing": None, "decreasing": None,
+              "lowest": None, "highest": None, "closer_to_paper": 2}
+SYMBOLS = {"less_than": "<", "greater_than": ">", "increasing": "<", "decreasing": ">"}
+COLUMNS = ["study", "claim", "statement", "source", "table", "value", "paper", "ours", "verdict", "reason",
+           "paper_check", "budget", "data", "seeds"]
+
+
+class ClaimError(ValueError):
+    """A claim that cannot be evaluated as written (names the study, the claim and what to fix)."""
+
+
+def check_claims(study: dict, source: str | None = None) -> None:
+    """Structural checks the schema cannot make: unique ids, a table one of the study's artifacts writes,
+    the number of rows each check takes, ``paper_row`` exactly for ``closer_to_paper``."""
+    source = source or f"config/studies/{study['study']}.yaml"
+    tables = {t for artifact in study["artifacts"].values() for t in artifact["tables"]}
+    problems, seen = [], set()
+    for claim in study.get("claims", []):
+        where = f"claims.{claim['id']}"
+        if claim["id"] in seen:
+            problems.append(f"{where}: duplicate id")
+        seen.add(claim["id"])
+        if claim["table"] not in tables:
+            problems.append(f"{where}.table: {claim['table']!r} is not a table of this study's artifacts "
+                            f"(have: {', '.join(sorted(tables))})")
+        wanted = ROW_COUNTS[claim["check"]]
+        if wanted is not None and len(claim["rows"]) != wanted:
+            problems.append(f"{where}.rows: check {claim['check']} takes {wanted} rows, got {len(claim['rows'])}")
+        if (claim["check"] == "closer_to_paper") != ("paper_row" in claim):
+            problems.append(f"{where}.paper_row: needed by check closer_to_paper and only by it")
+        clash = set(claim.get("per", {})) & {k for row in claim["rows"] for k in row}
+        if clash:
+            problems.append(f"{where}: {sorted(clash)} both in `per` and in a row selector")
+    if problems:
+        raise ConfigError(f"{source} has invalid claims:\n  " + "\n  ".join(problems))
+
+
+def is_synthetic(corpus: str) -> bool:
+    """Whether a corpus is one the project generates (the smoke budget's stand-ins)."""
+    if corpus in AUTOCOMPLETE_DATASETS:
+        corpus = AUTOCOMPLETE_DATASETS[corpus].source
+    return corpus in DATASETS and DATASETS[corpus].archive == "synthetic"
+
+
+@dataclass(frozen=True)
+class Case:
+    """One claim, or one combination of its ``per`` values."""
+    claim: dict
+    per: dict
+
+    @property
+    def id(self) -> str:
+        if not self.per:
+            return self.claim["id"]
+        return f"{self.claim['id']}[{', '.join(f'{k}={v}' for k, v in self.per.items())}]"
+
+    @property
+    def rows(self) -> list[dict]:
+        return [{**row, **self.per} for row in self.claim["rows"]]
+
+    @property
+    def paper_row(self) -> dict | None:
+        return {**self.claim["paper_row"], **self.per} if "paper_row" in self.claim else None
+
+    @property
+    def paper_column(self) -> str:
+        return self.claim.get("paper_value", f"paper_{self.claim['value']}")
+
+
+def cases(claim: dict) -> list[Case]:
+    per = claim.get("per", {})
+    return [Case(claim, dict(zip(per, values))) for values in itertools.product(*per.values())]
+
+
+def _label(selector: dict) -> str:
+    return ",".join(str(v) for v in selector.values())
+
+
+def _matches(table: pd.DataFrame, selector: dict) -> pd.Series:
+    mask = pd.Series(True, index=table.index)
+    for column, wanted in selector.items():
+        column_values = table[column]
+        if isinstance(wanted, (int, float)) and not isinstance(wanted, bool):
+            mask &= pd.to_numeric(column_values, errors="coerce") == wanted
+        else:
+            mask &= column_values.astype(str) == str(wanted)
+    return mask
+
+
+def select(table: pd.DataFrame, selector: dict, column: str, where: str) -> float | None:
+    """The value of ``column`` in the rows matching ``selector``; None when no row matches."""
+    missing = [c for c in [*selector, column] if c not in table.columns]
+    if missing:
+        raise ClaimError(f"{where}: the table has no column {', '.join(map(repr, missing))} "
+                         f"(columns: {', '.join(table.columns)})")
+    values = table.loc[_matches(table, selector), column]
+    if values.empty:
+        return None
+    distinct = values.dropna().unique()
+    if len(distinct) > 1:
+        raise ClaimError(f"{where}: rows {selector} disagree on {column!r} ({sorted(distinct)}): "
+                         f"select one row, or compare a column that is the same in all of them (a mean)")
+    return float(distinct[0]) if len(distinct) else math.nan
+
+
+def check_holds(kind: str, values: list[float], reference: float | None = None) -> bool:
+    """Whether the check holds on these values (in the claim's row order)."""
+    first, others = values[0], values[1:]
+    if kind == "less_than":
+        return values[0] < values[1]
+    if kind == "greater_than":
+        return values[0] > values[1]
+    if kind == "increasing":
+        return all(a < b for a, b in zip(values, values[1:]))
+    if kind == "decreasing":
+        return all(a > b for a, b in zip(values, values[1:]))
+    if kind == "lowest":
+        return all(first < other for other in others)
+    if kind == "highest":
+        return all(first > other for other in others)
+    if kind == "closer_to_paper":
+        return abs(values[0] - reference) < abs(values[1] - reference)
+    raise ClaimError(f"unknown check kind {kind!r} (known: {', '.join(ROW_COUNTS)})")
+
+
+def _number(value: float) -> str:
+    return "n/a" if value is None or math.isnan(value) else f"{value:.4g}"
+
+
+def _describe(case: Case, values: list[float]) -> str:
+    return "; ".join(f"{_label(row)} {_number(v)}" for row, v in zip(case.claim["rows"], values))
+
+
+def _within(ours: float, paper: float, tolerance: dict) -> bool:
+    if "relative" in tolerance:
+        return abs(ours - paper) <= tolerance["relative"] * abs(paper)
+    return abs(ours - paper) <= tolerance["absolute"]
+
+
+def _tolerance_text(tolerance: dict) -> str:
+    return f"{tolerance['relative']:.0%}" if "relative" in tolerance else f"{tolerance['absolute']:g}"
+
+
+def _paper_check(case: Case, kind: str, paper: list[float], reference: float | None) -> str:
+    if kind == "closer_to_paper":
+        return "n/a (compares our variants)"
+    if any(math.isnan(v) for v in paper):
+        return "n/a (the paper gives no number for every row)"
+    return HELD if check_holds(kind, paper) else NOT_HELD
+
+
+def _artifact_of(study: dict, table: str) -> str:
+    return next(name for name, spec in study["artifacts"].items() if table in spec["tables"])
+
+
+def _provenance(study: dict, config: dict, case: Case) -> tuple[str, str]:
+    """The data a case's rows were trained on (``real`` or ``synthetic (corpora)``) and the seeds."""
+    artifact = _artifact_of(study, case.claim["table"])
+    spec = {**study["artifacts"][artifact], **grid.budget_of(study, config).get("artifacts", {}).get(artifact, {})}
+    named = {row["dataset"] for row in case.rows if "dataset" in row} & set(spec["datasets"])
+    datasets = sorted(named) or spec["datasets"]
+    corpora = sorted({grid.corpus_for(study, config, d) for d in datasets})
+    synthetic = [c for c in corpora if is_synthetic(c)]
+    data = f"synthetic ({', '.join(synthetic)})" if synthetic else "real"
+    seeds = ",".join(str(s) for s in spec.get("seeds", config["seeds"]))
+    return data, seeds
+
+
+def _gpu_hours(study: dict, claim: dict, budget: str) -> str:
+    hours = claim.get("gpu_hours", study["budgets"][budget].get("gpu_hours"))
+    return f"about {hours:g} GPU-hours on one H100" if hours else "GPU-hours not estimated"
+
+
+def evaluate_case(study: dict, config: dict, table: pd.DataFrame, case: Case) -> dict:
+    claim, budget = case.claim, config["budget"]
+    where = f"config/studies/{study['study']}.yaml claims.{case.id}"
+    data, seeds = _provenance(study, config, case)
+    kind = claim["check"]
+    paper_column = case.paper_column
+    ours = [select(table, row, claim["value"], where) for row in case.rows]
+    paper = [select(table, row, paper_column, where) if paper_column in table.columns else math.nan
+             for row in case.rows]
+    paper = [math.nan if v is None else v for v in paper]
+    reference = None
+    if case.paper_row is not None:
+        reference = select(table, case.paper_row, paper_column, where)
+    row = {"study": study["study"], "claim": case.id, "statement": claim["statement"], "source": claim["source"],
+           "table": claim["table"], "value": claim["value"], "budget": budget, "data": data, "seeds": seeds,
+           "paper": (f"{_label(case.paper_row)} {_number(reference)}" if case.paper_row is not None
+                     else _describe(case, paper)),
+           "ours": _describe(case, [math.nan if v is None else v for v in ours]),
+           "paper_check": _paper_check(case, kind, paper, reference)}
+    testable = claim.get("testable", DEFAULT_TESTABLE)
+
+    def verdict(v: str, reason: str) -> dict:
+        return {**row, "verdict": v, "reason": reason}
+
+    if data != "real":
+        return verdict(NOT_TESTED, f"synthetic data: {data.removeprefix('synthetic ')}")
+    if budget not in testable:
+        return verdict(NOT_TESTED, f"not testable at this budget ({budget}): needs budget {testable[0]}, "
+                                   f"{_gpu_hours(study, claim, testable[0])}")
+    absent = [_label(r) for r, v in zip(case.rows, ours) if v is None or math.isnan(v)]
+    if absent:
+        return verdict(NOT_TESTED, f"no result for {'; '.join(absent)} in {claim['table']} at this budget")
+    if kind == "closer_to_paper" and (reference is None or math.isnan(reference)):
+        return verdict(NOT_TESTED, f"no paper number for {_label(case.paper_row)} in {claim['table']}")
+    relation = SYMBOLS.get(kind, kind.replace("_", " "))
+    if not check_holds(kind, ours, reference):
+        return verdict(NOT_HELD, f"the check ({relation}) fails on our numbers")
+    tolerance = claim.get("tolerance")
+    if budget == "paper" and tolerance:
+        outside = [f"{_label(r)} {_number(o)} against the paper's {_number(p)}"
+                   for r, o, p in zip(case.rows, ours, paper) if not math.isnan(p) and not _within(o, p, tolerance)]
+        if outside:
+            return verdict(NOT_HELD, f"the check ({relation}) holds, but beyond ±{_tolerance_text(tolerance)}: "
+                                     + "; ".join(outside))
+        return verdict(HELD, f"the check ({relation}) holds, every row within ±{_tolerance_text(tolerance)} "
+                             "of the paper")
+    return verdict(HELD, f"the check ({relation}) holds")
+
+
+def evaluate_study(study: dict, config: dict, tables: dict[str, pd.DataFrame]) -> list[dict]:
+    """Every claim of a study, against its tables (table name -> DataFrame)."""
+    check_claims(study)
+    rows = []
+    for claim in study.get("claims", []):
+        if claim["table"] in tables:
+            rows += [evaluate_case(study, config, tables[claim["table"]], case) for case in cases(claim)]
+            continue
+        # only when rendering from recorded runs: an artifact with no records has no table
+        for case in cases(claim):
+            data, seeds = _provenance(study, config, case)
+            rows.append({"study": study["study"], "claim": case.id, "statement": claim["statement"],
+                         "source": claim["source"], "table": claim["table"], "value": claim["value"],
+                         "paper": "", "ours": "", "verdict": NOT_TESTED,
+                         "reason": f"table {claim['table']} not built (no runs of its artifact)",
+                         "paper_check": "", "budget": config["budget"], "data": data, "seeds": seeds})
+    return rows
+
+
+def scorecard(studies: dict[str, dict], config: dict, table_files: list[str]) -> pd.DataFrame:
+    """The scorecard of every study: one row per claim case (columns COLUMNS)."""
+    tables = {Path(path).stem: pd.read_csv(path) for path in table_files}
+    rows = [row for study in studies.values() for row in evaluate_study(study, config, tables)]
+    return pd.DataFrame(rows, columns=COLUMNS)
+
+
+def claim_tables(studies: dict[str, dict]) -> list[str]:
+    """The tables the claims of these studies read (results/tables/<name>.csv)."""
+    return sorted({f"results/tables/{claim['table']}.csv" for study in studies.values()
+                   for claim in study.get("claims", [])})
+
+
+def main(argv=None) -> int:
+    """Run notebooks/claims.py through papermill (rnnrepro.analysis.run_notebook) for the run config."""
+    import argparse
+    import json
+    import sys
+
+    from .run_notebook import run
+
+    parser = argparse.ArgumentParser(prog="python -m rnnrepro.analysis.claims", description=main.__doc__)
+    parser.add_argument("notebook", type=Path)
+    parser.add_argument("output", type=Path, help="executed .ipynb to write")
+    parser.add_argument("--run-config", required=True, help="JSON: the run config (budget, seeds, studies)")
+    parser.add_argument("--tables-in", nargs="*", default=[], help="the artifact tables the claims read")
+    parser.add_argument("--table", required=True, help="the scorecard CSV to write")
+    parser.add_argument("--figure", required=True, help="the scorecard PNG to write")
+    args = parser.parse_args(argv)
+    parameters = {"run_config": json.loads(args.run_config),
+                  "table_files": [str(Path(t).resolve()) for t in args.tables_in],
+                  "tables": [str(Path(args.table).resolve())], "figures": [str(Path(args.figure).resolve())]}
+    try:
+        run(args.notebook, args.output, parameters)
+    except (RuntimeError, FileNotFoundError) as error:
+        print(f"[rnnrepro] error: {error}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
