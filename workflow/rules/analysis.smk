@@ -28,3 +28,39 @@ for _study in STUDIES:
                 "python -m rnnrepro.analysis.run_notebook {input.notebook} {output.notebook} "
                 "--study {params.study} --artifact {params.artifact} --metrics {input.metrics:q} "
                 "--tables {output.tables:q} --figures {output.figures:q} > {log} 2>&1"
+
+
+# The claims scorecard (docs/claims.md): every study's claims against every study's tables, so it is
+# the last job of `all`. Claims are checked when the workflow is parsed, before any job runs.
+try:
+    for _study in STUDIES:
+        check_claims(STUDIES[_study])
+except ConfigError as error:
+    raise WorkflowError(str(error))
+
+
+rule claims:
+    input:
+        notebook="notebooks/claims.py",
+        studies=[f"config/studies/{study}.yaml" for study in STUDIES],
+        tables=all_tables(),
+    output:
+        table="results/tables/claims.csv",
+        figure="results/figures/claims.png",
+        notebook="results/notebooks/claims.ipynb",
+    log:
+        "logs/notebooks/claims.log",
+    conda:
+        ENV
+    params:
+        run_config=json.dumps(
+            {
+                "budget": config["budget"],
+                "seeds": config["seeds"],
+                "studies": list(STUDIES),
+            }
+        ),
+    shell:
+        "python -m rnnrepro.analysis.claims {input.notebook} {output.notebook} "
+        "--run-config {params.run_config:q} --tables-in {input.tables:q} "
+        "--table {output.table} --figure {output.figure} > {log} 2>&1"
