@@ -3,12 +3,18 @@
     python benchmarks/cells.py            # both shapes, 2 warm-up + 9 timed repeats per cell
     python benchmarks/cells.py --quick    # 1 warm-up + 3 timed repeats
     python benchmarks/cells.py --cells lrn sru --shapes small
+    python benchmarks/cells.py --device cuda            # on a GPU: cuDNN's LSTM is the reference row
+    python benchmarks/cells.py --device cuda --eager    # the same without the GPU fast paths (before/after)
 
 One layer per cell, on random input that requires a gradient (as an embedding's output does); a
 timed run is forward, sum of the outputs, backward. The cells are timed round-robin, one run of each
 per repeat, so a slow spell of a shared machine hits every cell alike; the table reports the median.
 "x nn.LSTM" is the cell's time per token over nn.LSTM's at the same input and hidden size, measured
-in the same run. The LRU family needs input size = hidden size; its baseline is nn.LSTM at
+in the same run; "target" is issue 10's bound for that ratio on the device (CPU: 3x, LRN and SRU 1x;
+GPU: 1.5x at the AWD shape and 2x at the small one, LRN and SRU 0.33x), with "ok" or "MISSED".
+On a GPU every timed run is bracketed by ``torch.cuda.synchronize()``, the float32 precision is
+``--precision`` (default fp32: cuDNN's LSTM and the custom cells' products both in full FP32; see
+rnnrepro.precision), and the warm-up runs capture the CUDA graphs and compile the Triton kernels. The LRU family needs input size = hidden size; its baseline is nn.LSTM at
 hidden -> hidden, marked in the table.
 
 ``--floor`` adds a row "nested_lstm products only": the matrix products a depth-2 Nested LSTM cannot
@@ -27,7 +33,8 @@ from dataclasses import dataclass
 
 import torch
 
-from rnnrepro.cells import CELLS, build_layer
+from rnnrepro import precision
+from rnnrepro.cells import CELLS, build_layer, gpu
 from rnnrepro.cells.recurrence import StepProduct, weight_grad
 
 
@@ -49,6 +56,10 @@ CELL_OPTIONS = {"pru": {"groups": 2, "levels": 2}, "nested_lstm": {"depth": 2}, 
 SQUARE_ONLY = {"ps_lru", "rg_lru", "lru"}
 BASELINE = "lstm"
 FLOOR = "nested_lstm products only"
+FAST_CELLS = {"lrn", "sru"}  # issue 10: at least 1/ratio times as fast as the LSTM
+# (device, shape) -> bound on "x nn.LSTM" for every other cell; FAST_CELLS have FAST_TARGET[device]
+TARGET = {("cpu", "awd"): 3.0, ("cpu", "small"): 3.0, ("cuda", "awd"): 1.5, ("cuda", "small"): 2.0}
+FAST_TARGET = {"cpu": 1.0, "cuda": 0.33}
 
 
 def parse_args() -> argparse.Namespace:
@@ -59,7 +70,15 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--quick", action="store_true", help="1 warm-up and 3 timed repeats instead of 2 and 9")
     parser.add_argument("--threads", type=int, default=torch.get_num_threads())
     parser.add_argument("--floor", action="store_true", help="add the nested_lstm products-only row")
-    return parser.parse_args()
+    parser.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
+    parser.add_argument("--precision", default=precision.DEFAULT, choices=precision.PRECISIONS,
+                        help="float32 arithmetic of every cell and of cuDNN (default fp32)")
+    parser.add_argument("--eager", action="store_true",
+                        help="switch the GPU fast paths (Triton kernels, CUDA graphs) off, to measure their gain")
+    args = parser.parse_args()
+    if args.device == "cuda" and not torch.cuda.is_available():
+        parser.error("--device cuda: torch sees no CUDA GPU (torch.cuda.is_available() is False)")
+    return args
 
 
 def cpu_name() -> str:
@@ -74,12 +93,24 @@ def input_size_for(cell: str, shape: Shape) -> int:
     return shape.hidden_size if cell in SQUARE_ONLY else shape.input_size
 
 
-def timed_run(layer: torch.nn.Module, x: torch.Tensor) -> float:
+def device_name(device: str, threads: int) -> str:
+    if device == "cuda":
+        return f"{torch.cuda.get_device_name()} (CUDA {torch.version.cuda})"
+    return f"{cpu_name()}, {threads} threads"
+
+
+def timed_run(layer: torch.nn.Module, x: torch.Tensor, autocast) -> float:
     layer.zero_grad(set_to_none=True)
     x.grad = None
+    cuda = x.is_cuda
+    if cuda:
+        torch.cuda.synchronize()
     started = time.perf_counter()
-    y, _ = layer(x, layer.init_state(x.size(1)))
-    y.sum().backward()
+    with autocast():
+        y, _ = layer(x, layer.init_state(x.size(1), device=x.device))
+    y.float().sum().backward()
+    if cuda:
+        torch.cuda.synchronize()
     return time.perf_counter() - started
 
 
@@ -94,7 +125,7 @@ class NestedLSTMProducts(torch.nn.Module):
         self.weight_inner = torch.nn.Parameter(torch.randn(4 * m, 2 * m))
         self.hidden_size = m
 
-    def init_state(self, batch: int) -> None:
+    def init_state(self, batch: int, device=None) -> None:
         return None
 
     def forward(self, x: torch.Tensor, state=None):
@@ -118,64 +149,81 @@ class NestedLSTMProducts(torch.nn.Module):
         return x.new_zeros(steps, batch, m, requires_grad=True), None
 
 
-def build_runs(cells: list[str], shape: Shape, floor: bool = False) -> dict[tuple[str, int], tuple]:
+def build_runs(cells: list[str], shape: Shape, floor: bool = False, device: str = "cpu") -> dict[tuple[str, int], tuple]:
     """(cell, input size) -> (layer, input) for every cell and the nn.LSTM baseline(s) it needs."""
     torch.manual_seed(0)
     runs = {}
     if floor:
-        runs[FLOOR, shape.input_size] = (NestedLSTMProducts(shape.input_size, shape.hidden_size),
-                                         torch.randn(shape.steps, shape.batch, shape.input_size))
+        runs[FLOOR, shape.input_size] = (NestedLSTMProducts(shape.input_size, shape.hidden_size).to(device),
+                                         torch.randn(shape.steps, shape.batch, shape.input_size, device=device))
         cells = [*cells, BASELINE]
     for cell in cells:
         for name in (cell, BASELINE):
             key = (name, input_size_for(cell, shape))
             if key not in runs:
-                layer = build_layer(name, key[1], shape.hidden_size, **CELL_OPTIONS.get(name, {}))
-                runs[key] = (layer, torch.randn(shape.steps, shape.batch, key[1], requires_grad=True))
+                layer = build_layer(name, key[1], shape.hidden_size, **CELL_OPTIONS.get(name, {})).to(device)
+                runs[key] = (layer, torch.randn(shape.steps, shape.batch, key[1], device=device, requires_grad=True))
     return runs
 
 
-def median_seconds(runs: dict, warmup: int, repeats: int) -> dict[tuple[str, int], float]:
+def median_seconds(runs: dict, warmup: int, repeats: int, autocast) -> dict[tuple[str, int], float]:
     seconds = {key: [] for key in runs}
     for repeat in range(warmup + repeats):
         for key, (layer, x) in runs.items():  # round-robin: one run of every layer per repeat
-            elapsed = timed_run(layer, x)
+            elapsed = timed_run(layer, x, autocast)
             if repeat >= warmup:
                 seconds[key].append(elapsed)
     return {key: statistics.median(values) for key, values in seconds.items()}
 
 
-def benchmark_shape(cells: list[str], shape: Shape, warmup: int, repeats: int, floor: bool) -> list[dict]:
-    runs = build_runs(cells, shape, floor)
-    median = median_seconds(runs, warmup, repeats)
+def target_for(cell: str, shape_name: str, device: str) -> float | None:
+    if cell in (BASELINE, FLOOR):
+        return None
+    return FAST_TARGET[device] if cell in FAST_CELLS else TARGET[device, shape_name]
+
+
+def benchmark_shape(cells: list[str], shape_name: str, warmup: int, repeats: int, floor: bool, device: str,
+                    autocast) -> list[dict]:
+    shape = SHAPES[shape_name]
+    runs = build_runs(cells, shape, floor, device)
+    median = median_seconds(runs, warmup, repeats, autocast)
     baselines = sorted((key for key in runs if key[0] == BASELINE), key=lambda key: key[1] != shape.input_size)
     tokens = shape.batch * shape.steps
     return [{"cell": key[0], "options": CELL_OPTIONS.get(key[0], {}), "input": key[1],
              "ms": 1000 * median[key], "tokens_per_s": tokens / median[key],
-             "vs_lstm": median[key] / median[BASELINE, key[1]]}
+             "vs_lstm": median[key] / median[BASELINE, key[1]], "target": target_for(key[0], shape_name, device)}
             for key in baselines + [(cell, input_size_for(cell, shape)) for cell in cells]
             + [key for key in runs if key[0] == FLOOR]]
 
 
-def print_table(name: str, shape: Shape, rows: list[dict]) -> None:
+def print_table(name: str, shape: Shape, rows: list[dict], device: str) -> None:
+    baseline = "nn.LSTM (cuDNN)" if device == "cuda" else "nn.LSTM"
     print(f"\n### {name}: batch {shape.batch}, length {shape.steps}, "
-          f"{shape.input_size} -> {shape.hidden_size}, forward + backward\n")
-    print("| cell | options | input | ms / batch | tokens / s | x nn.LSTM |")
-    print("|---|---|---:|---:|---:|---:|")
+          f"{shape.input_size} -> {shape.hidden_size}, forward + backward, {device}\n")
+    print(f"| cell | options | input | ms / batch | tokens / s | x {baseline} | target |")
+    print("|---|---|---:|---:|---:|---:|---|")
     for row in rows:
         options = ", ".join(f"{k}={v}" for k, v in row["options"].items())
-        print(f"| {row['cell']} | {options} | {row['input']} | {row['ms']:.1f} | {row['tokens_per_s']:,.0f} "
-              f"| {row['vs_lstm']:.2f} |")
+        target = "" if row["target"] is None else \
+            f"<= {row['target']:.2f} {'ok' if row['vs_lstm'] <= row['target'] else 'MISSED'}"
+        print(f"| {row['cell']} | {options} | {row['input']} | {row['ms']:.2f} | {row['tokens_per_s']:,.0f} "
+              f"| {row['vs_lstm']:.2f} | {target} |")
 
 
 def main() -> None:
     args = parse_args()
     torch.set_num_threads(args.threads)
+    precision.apply(args.precision)
     warmup, repeats = (1, 3) if args.quick else (2, 9)
-    print(f"torch {torch.__version__}, {args.threads} threads, {cpu_name()}, "
+    fast_paths = "off (--eager)" if args.eager else ("on" if args.device == "cuda" else "CPU: none")
+    print(f"{time.strftime('%Y-%m-%d')}, torch {torch.__version__}, {device_name(args.device, args.threads)}, "
+          f"precision {args.precision}, GPU fast paths {fast_paths}, "
           f"median of {repeats} round-robin repeats after {warmup} warm-up")
-    for name in args.shapes:
-        print_table(name, SHAPES[name], benchmark_shape(args.cells, SHAPES[name], warmup, repeats, args.floor))
+    autocast = lambda: precision.autocast(args.precision, args.device)  # noqa: E731
+    with gpu.settings(kernels=not args.eager, graphs=not args.eager):
+        for name in args.shapes:
+            rows = benchmark_shape(args.cells, name, warmup, repeats, args.floor, args.device, autocast)
+            print_table(name, SHAPES[name], rows, args.device)
 
 
 if __name__ == "__main__":

@@ -2,12 +2,18 @@
 
     python benchmarks/train_speed.py                       # LSTM M=1000 and PRU g=4 K=2 M=1400 on PTB, CPU
     python benchmarks/train_speed.py --device cuda --batches 300
+    python benchmarks/train_speed.py --device cuda --models lstm_m1000 pru_g4_k2_m1400 awd_pru_g4_k2_m1400
 
-Runs the real training step (AR/TAR, clipping, SGD; rnnrepro.train.loop.training_step) of the paper
-budget's models on random tokens of the dataset's vocabulary size, with the recipe's batch size and a
-fixed BPTT of `bptt`, and prints seconds per batch, tokens/s and the implied seconds per training epoch
-(the dataset's training tokens / tokens per second; validation not included), plus each model's time
-relative to the first one.
+Runs the real training step (dropouts, AR/TAR, clipping, SGD; rnnrepro.train.language_model.training_step)
+of the paper budget's models on random tokens of the dataset's vocabulary size, with the recipe's batch
+size and a fixed BPTT of `bptt`, and prints seconds per batch, tokens/s and the implied seconds per
+training epoch (the dataset's training tokens / tokens per second; validation not included), plus each
+row's time relative to the first model's row with the same weight drop.
+
+``--weight-drop`` times every model with weight drop "off" (0), "on" (0.5 on the recurrent weights, the
+AWD recipe's value: the AWD regime, a dropped copy of every recurrent weight per batch) and/or as its
+"recipe" says; default: off and on, issue 10's two regimes. On a GPU the step is bracketed by
+``torch.cuda.synchronize()`` and ``--precision`` (default fp32) sets every cell's float32 arithmetic.
 """
 
 from __future__ import annotations
@@ -19,11 +25,14 @@ import time
 import torch
 import yaml
 
-from rnnrepro import grid
+from rnnrepro import grid, precision
+from rnnrepro.cells import gpu
 from rnnrepro.configuration import REPO_ROOT, load_study
 from rnnrepro.data.registry import DATASETS
-from rnnrepro.train.language_model import build_model
-from rnnrepro.train.loop import training_step
+from rnnrepro.train.language_model import build_model, training_step
+
+AWD_WEIGHT_DROP = 0.5
+WEIGHT_DROPS = {"off": 0.0, "on": AWD_WEIGHT_DROP, "recipe": None}
 
 
 def parse_args() -> argparse.Namespace:
@@ -33,11 +42,19 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--batches", type=int, default=20, help="timed batches per model (after 3 warm-up)")
     parser.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
     parser.add_argument("--threads", type=int, default=torch.get_num_threads())
-    return parser.parse_args()
+    parser.add_argument("--weight-drop", nargs="+", default=["off", "on"], choices=list(WEIGHT_DROPS))
+    parser.add_argument("--precision", default=precision.DEFAULT, choices=precision.PRECISIONS)
+    parser.add_argument("--eager", action="store_true", help="switch the GPU fast paths off (before/after)")
+    args = parser.parse_args()
+    if args.device == "cuda" and not torch.cuda.is_available():
+        parser.error("--device cuda: torch sees no CUDA GPU (torch.cuda.is_available() is False)")
+    return args
 
 
-def time_model(model_id: str, args, study: dict, run_config: dict) -> dict:
+def time_model(model_id: str, weight_drop: str, args, study: dict, run_config: dict) -> dict:
     cfg = grid.resolve_cell(study, run_config, grid.Cell("pru", args.dataset, model_id, 100, 1111))
+    if WEIGHT_DROPS[weight_drop] is not None:
+        cfg["recipe"]["weight_drop"] = WEIGHT_DROPS[weight_drop]
     expected = DATASETS[args.dataset].expected
     vocab_size, train_tokens = expected.vocab_size, expected.tokens[0]
     recipe = dict(cfg["recipe"])
@@ -53,29 +70,34 @@ def time_model(model_id: str, args, study: dict, run_config: dict) -> dict:
         if device.type == "cuda":
             torch.cuda.synchronize()
         started = time.perf_counter()
-        _, state = training_step(model, optimizer, recipe, tokens[:-1], tokens[1:], state)
+        _, state = training_step(model, optimizer, recipe, tokens[:-1], tokens[1:], state, args.precision)
         if device.type == "cuda":
             torch.cuda.synchronize()
         if i >= 3:
             seconds.append(time.perf_counter() - started)
     per_batch = statistics.median(seconds)
     tokens_per_s = batch * bptt / per_batch
-    return {"model": model_id, "params": sum(p.numel() for p in model.parameters()),
+    return {"model": model_id, "weight_drop": recipe["weight_drop"], "params": sum(p.numel() for p in model.parameters()),
             "s_per_batch": per_batch, "tokens_per_s": tokens_per_s, "epoch_s": train_tokens / tokens_per_s}
 
 
 def main() -> None:
     args = parse_args()
     torch.set_num_threads(args.threads)
+    precision.apply(args.precision)
     run_config = yaml.safe_load((REPO_ROOT / "config" / "config.yaml").read_text())
     study = load_study("pru")
-    rows = [time_model(m, args, study, run_config) for m in args.models]
+    with gpu.settings(kernels=not args.eager, graphs=not args.eager):
+        rows = [time_model(m, wd, args, study, run_config) for wd in args.weight_drop for m in args.models]
     device = torch.cuda.get_device_name() if args.device == "cuda" else f"cpu ({args.threads} threads)"
-    print(f"{args.dataset}, paper settings, {args.batches} timed batches, {device}, torch {torch.__version__}")
-    print(f"{'model':<22}{'params':>12}{'s/batch':>10}{'tokens/s':>11}{'s/epoch':>10}{'vs first':>10}")
+    print(f"{time.strftime('%Y-%m-%d')}, {args.dataset}, paper settings, {args.batches} timed batches, {device}, "
+          f"torch {torch.__version__}, precision {args.precision}"
+          + (", GPU fast paths off" if args.eager and args.device == "cuda" else ""))
+    print(f"{'model':<26}{'wdrop':>6}{'params':>12}{'s/batch':>10}{'tokens/s':>11}{'s/epoch':>10}{'vs first':>10}")
     for row in rows:
-        print(f"{row['model']:<22}{row['params']:>12,}{row['s_per_batch']:>10.3f}{row['tokens_per_s']:>11.0f}"
-              f"{row['epoch_s']:>10.0f}{row['s_per_batch'] / rows[0]['s_per_batch']:>10.2f}")
+        first = next(r for r in rows if r["weight_drop"] == row["weight_drop"])
+        print(f"{row['model']:<26}{row['weight_drop']:>6.2f}{row['params']:>12,}{row['s_per_batch']:>10.3f}"
+              f"{row['tokens_per_s']:>11.0f}{row['epoch_s']:>10.0f}{row['s_per_batch'] / first['s_per_batch']:>10.2f}")
 
 
 if __name__ == "__main__":
