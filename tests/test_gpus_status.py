@@ -229,8 +229,25 @@ def make_cell(root: Path, model: str, *, metrics=None, log=None, checkpoint=Fals
     return run_dir
 
 
+def lm_metrics(model: str, **values) -> dict:
+    """A language-model cell's metrics.json as the trainer writes it (the keys the metrics schema needs)."""
+    return {"study": "pru", "dataset": "ptb", "corpus": "synth_ptb", "model": model, "fraction": 100, "seed": 1111,
+            "budget": "smoke", "params": 1000, "epochs": 4, "wall_seconds": 3725.0, "val_loss": math.log(50.0),
+            "val_ppl": 50.0, "test_loss": math.log(48.0), "test_ppl": 48.0, **values}
+
+
 EPOCH_1 = "[rnnrepro] epoch 1: train ppl 90.00, val ppl 80.00, 5.0s, 1000 tok/s\n"
 EPOCH_2 = "[rnnrepro] epoch 2: train ppl 70.00, val ppl 60.00, 6.0s, 1000 tok/s\n"
+
+
+# the models of the results tree's run folders
+MADE = {"lstm_m1000", "lstm_m1200", "lstm_m1400", "pru_g1_k2_m1000", "pru_g2_k2_m1200"}
+
+
+def grid_models(root: Path, corpus: str) -> set[str]:
+    config = dict(yaml.safe_load((root / "config" / "config.yaml").read_text()), budget="smoke")
+    return {cell.model for cell in status.grid_cells(config, {"pru": load_study("pru", root=root)})
+            if cell.corpus == corpus}
 
 
 @pytest.fixture
@@ -242,8 +259,10 @@ def results_tree(tmp_path, monkeypatch):
     (tmp_path / "config" / "config.yaml").write_text(yaml.safe_dump(dict(config, studies=["pru"])))
     monkeypatch.chdir(tmp_path)
     monkeypatch.setattr(status, "DEFAULT_LOCK_DIR", tmp_path / "locks")
-    make_cell(tmp_path, "lstm_m1000", metrics={"dataset": "ptb", "epochs": 4, "wall_seconds": 3725.0,
-                                               "val_loss": math.log(50.0), "val_ppl": 50.0, "test_ppl": 48.0})
+    make_cell(tmp_path, "lstm_m1000", metrics=lm_metrics("lstm_m1000"))
+    # A Snakemake runs here, its jobs elsewhere (as on SLURM): a recent log is the sign of a live cell.
+    (tmp_path / ".snakemake" / "locks").mkdir(parents=True)
+    (tmp_path / ".snakemake" / "locks" / "0.output.lock").write_text("")
     make_cell(tmp_path, "lstm_m1200", log=EPOCH_1, checkpoint=True)
     live = make_cell(tmp_path, "lstm_m1400", log=EPOCH_1 + EPOCH_2, checkpoint=True, old=True)
     make_cell(tmp_path, "pru_g1_k2_m1000", log=EPOCH_1 + "[rnnrepro] error: cell ...: the training loss is nan\n")
@@ -257,7 +276,7 @@ def results_tree(tmp_path, monkeypatch):
 
 def test_status_has_one_cell_in_each_state(results_tree):
     rows = {r.model: r for r in status.collect(results_tree, budget="smoke") if r.corpus == "synth_ptb"}
-    assert len(rows) == 8  # the 4 of the smoke grid and the 4 other run folders
+    assert set(rows) == grid_models(results_tree, "synth_ptb") | MADE  # the smoke grid and the other run folders
     done, recent, locked, crashed, stale = (rows[m] for m in ("lstm_m1000", "lstm_m1200", "lstm_m1400",
                                                               "pru_g1_k2_m1000", "pru_g2_k2_m1200"))
     assert (done.state, done.epochs, done.val_ppl, done.test_ppl, done.wall_seconds) == ("done", 4, 50.0, 48.0, 3725.0)
@@ -265,7 +284,7 @@ def test_status_has_one_cell_in_each_state(results_tree):
     assert (locked.state, locked.epochs, locked.val_ppl, locked.wall_seconds) == ("running", 2, 60.0, 11.0)
     assert locked.val_loss == pytest.approx(math.log(60.0))
     assert crashed.state == "failed" and "training loss is nan" in crashed.note
-    assert stale.state == "failed" and stale.epochs == 2 and "a rerun resumes from" in stale.note
+    assert stale.state == "interrupted" and stale.epochs == 2 and "a rerun resumes from" in stale.note
     assert rows["pru_g4_k2_m1400"].state == "pending"
     assert rows["pru_g4_k2_m1400"].dataset == "ptb"
 
@@ -281,10 +300,11 @@ def test_status_cli_table_and_csv(results_tree):
     assert table.splitlines()[0].split()[:7] == ["study", "dataset", "corpus", "model", "fraction", "seed", "state"]
     assert "1h02m" in table  # the finished cell's wall time
     # Without this process's lock table the locked cell looks stale: the CLI reads the real lock folder.
-    assert table.rstrip().endswith("12 cells: 1 done, 1 running, 3 failed, 7 pending")
+    cells = len(grid_models(results_tree, "synth_ptb") | MADE) + len(grid_models(results_tree, "synth_wt2"))
+    assert table.rstrip().endswith(f"{cells} cells: 1 done, 1 running, 1 failed, 2 interrupted, {cells - 5} pending")
     rows = list(csv.DictReader(io.StringIO(cli("--format", "csv", "--study", "pru"))))
-    assert len(rows) == 12
-    assert {r["state"] for r in rows} == {"done", "running", "failed", "pending"}
+    assert len(rows) == cells
+    assert {r["state"] for r in rows} == {"done", "running", "failed", "interrupted", "pending"}
 
 
 def test_status_names_an_unknown_study(results_tree):
@@ -301,3 +321,73 @@ def test_status_reads_autocomplete_logs(tmp_path):
     progress = status.read_log(log)
     assert (progress["epochs"], progress["val_loss"], progress["val_ppl"]) == (2, 2.5, None)
     assert (progress["seconds"], progress["progress"], progress["ended"]) == (120.0, "iteration 400/1000", None)
+
+
+def fake_training_process(root: Path, run_dir: Path) -> subprocess.Popen:
+    """A process whose command line is a training job's (`python ... -m rnnrepro.train --run-dir X`)."""
+    return subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)", "-m", "rnnrepro.train",
+                             "--run-dir", str(run_dir.relative_to(root))], cwd=root)
+
+
+def test_killed_cell_is_interrupted_not_running(tmp_path):
+    """A log written a moment ago but no training process: the cell was killed (SIGKILL, OOM, Ctrl-C)."""
+    killed = make_cell(tmp_path, "lstm_m1200", log=EPOCH_1, checkpoint=True)
+    cell = grid.Cell("pru", "synth_ptb", "lstm_m1200", 100, 1111)
+
+    def state(snakemake_runs: bool, processes: set) -> status.CellStatus:
+        return status.cell_status(tmp_path, cell, "ptb", status.Liveness(set(), processes, snakemake_runs, time.time()))
+
+    alone = state(False, set())
+    assert alone.state == "interrupted" and alone.epochs == 1
+    assert "no training process" in alone.note and "a rerun resumes from" in alone.note
+    # Snakemake still runs, its other cells train on this machine: this one's process is gone.
+    other = tmp_path / grid.RUNS / "pru/synth_ptb/lstm_m1400/frac100/seed1111"
+    assert state(True, {other.resolve()}).state == "interrupted"
+    # ... its jobs run elsewhere (SLURM): a recent log is all there is to go by.
+    assert state(True, set()).state == "running"
+    assert state(False, {killed.resolve()}).state == "running"
+    # The process table of this machine, as status reads it.
+    other.mkdir(parents=True)
+    proc = fake_training_process(tmp_path, other)
+    try:
+        deadline = time.time() + 30
+        while other.resolve() not in status.training_processes(tmp_path) and time.time() < deadline:
+            time.sleep(0.1)
+        assert status.training_processes(tmp_path) == {other.resolve()}
+    finally:
+        proc.kill()
+        proc.wait()
+    assert status.training_processes(tmp_path) == set()
+
+
+def test_stopped_cell_is_interrupted_and_error_line_shown_whole(tmp_path):
+    bar = "epoch 2/6:  45%|████▌     | 10/22 [00:01<00:02,  8.10it/s]"
+    error = ("[rnnrepro] error: results/runs/pru/synth_ptb/pru_g1_k2_m1000/frac100/seed1111, epoch 2, batch 10: "
+             "the training loss is nan; the checkpoint keeps the last good epoch. Lower the recipe's lr or set clip, "
+             "then rerun the same target")
+    log = tmp_path / "error.log"
+    log.write_text(EPOCH_1 + bar + "\r" + bar + error + "\n")
+    assert status.read_log(log)["ended"] == error and not status.read_log(log)["stopped"]
+    log.write_text(EPOCH_1 + "Traceback (most recent call last):\n  File \"x.py\", line 3, in <module>\n"
+                   "    main()\nRuntimeError: DataLoader worker (pid 4) is killed by signal: Killed.\n" + bar + "\r\n")
+    assert status.read_log(log)["ended"] == "RuntimeError: DataLoader worker (pid 4) is killed by signal: Killed."
+    stop = "[rnnrepro] results/runs/x, epoch 2, batch 10: stopped by SIGTERM; resume checkpoint written"
+    log.write_text(EPOCH_1 + bar + stop + "\n")
+    assert status.read_log(log) | {} and status.read_log(log)["ended"] == stop and status.read_log(log)["stopped"]
+    log.write_text(EPOCH_1 + "Traceback (most recent call last):\n  File \"x.py\", line 3, in <module>\nKeyboardInterrupt\n")
+    assert status.read_log(log)["ended"] == "KeyboardInterrupt" and status.read_log(log)["stopped"]
+
+
+def test_corrupt_metrics_is_flagged_and_the_grid_still_listed(results_tree):
+    damaged = results_tree / grid.RUNS / "pru/synth_ptb/lstm_m1000/frac100/seed1111/metrics.json"
+    damaged.write_text(damaged.read_text()[:40])
+    out = subprocess.run([sys.executable, "-m", "rnnrepro.status", "--budget", "smoke", "--format", "csv"],
+                         cwd=results_tree, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    rows = {r["model"]: r for r in csv.DictReader(io.StringIO(out.stdout)) if r["corpus"] == "synth_ptb"}
+    assert rows["lstm_m1000"]["state"] == "failed"
+    assert "metrics.json is not valid JSON" in rows["lstm_m1000"]["note"] and "--force" in rows["lstm_m1000"]["note"]
+    assert rows["pru_g1_k2_m1000"]["state"] == "failed"  # the others are read as before
+    damaged.write_text(json.dumps(lm_metrics("lstm_m1000", test_ppl="48.0")))
+    row = next(r for r in status.collect(results_tree, budget="smoke") if r.model == "lstm_m1000")
+    assert row.state == "failed" and "key 'test_ppl': '48.0' is not of type 'number'" in row.note

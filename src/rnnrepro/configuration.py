@@ -78,6 +78,19 @@ def _raise(source: str, errors: list[jsonschema.ValidationError], schema_name: s
                       f"the allowed keys and types are in workflow/schemas/{schema_name}.schema.yaml")
 
 
+def schema_problems(instance: Any, schema_name: str) -> list[str]:
+    """Every way ``instance`` breaks workflow/schemas/<schema_name>.schema.yaml, one line each."""
+    problems = []
+    for error in _errors(instance, schema_name):
+        if error.validator == "anyOf" and not error.absolute_path:  # the closest alternative's missing keys
+            missing = min(([key for key in alternative.get("required", []) if key not in instance]
+                           for alternative in error.schema["anyOf"]), key=len)
+            problems.append(f"missing {', '.join(map(repr, missing))}")
+        else:
+            problems.append(_describe(error, {}))
+    return problems
+
+
 def validate(instance: Any, schema_name: str, source: str) -> None:
     """Raise ConfigError naming the first offending key (in document order) of ``instance``."""
     errors = _errors(instance, schema_name)

@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pandas as pd
 
+from .run_files import read_metrics, read_run_config
+
 
 class MissingResult(FileNotFoundError):
     pass
@@ -22,8 +24,8 @@ def read_cells(metrics_files: list[str]) -> pd.DataFrame:
     for path in map(Path, metrics_files):
         if not path.exists():
             raise MissingResult(f"{path} is missing: train that cell first (snakemake {path})")
-        metrics = json.loads(path.read_text())
-        config = json.loads((path.parent / "config.json").read_text())
+        metrics = read_metrics(path)
+        config = read_run_config(path.parent)
         arch = config["architecture"]
         rows.append({
             **metrics,

@@ -3,10 +3,12 @@
     python -m rnnrepro.analysis.run_notebook notebooks/pru_table1.py results/notebooks/pru_table1.ipynb \\
         --study pru --artifact table1 --metrics M1 M2 ... --tables T.csv --figures F.png
 
-The executed notebook is written to OUTPUT. If a cell fails, the executed notebook (with the
-traceback) is kept in ``logs/notebooks/`` — Snakemake removes the declared outputs of a failed job —
-and the error names the notebook, the failing cell and where to look. Training results are never
-touched, so a fixed notebook reruns in seconds.
+The executed notebook is written to OUTPUT. Every metrics.json it is given is checked first
+(rnnrepro.analysis.run_files): a damaged one stops the run with an error naming its run folder, before
+any notebook cell runs. If a cell fails, the executed notebook (with the traceback) is kept in
+``logs/notebooks/<notebook>.failed.ipynb`` — Snakemake removes the declared outputs of a failed job —
+and the error names the notebook, the failing cell and where to look; the next successful run removes
+it. Training results are never touched, so a fixed notebook reruns in seconds.
 """
 
 from __future__ import annotations
@@ -21,6 +23,8 @@ from pathlib import Path
 import jupytext
 import nbformat
 import papermill
+
+from .run_files import check_metrics_files
 
 KERNEL = "python3"  # the kernel of the running environment (ipykernel installs it with the env)
 FAILED_DIR = Path("logs/notebooks")
@@ -39,9 +43,18 @@ def parse_args(argv=None) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
+def failed_copy(notebook: Path) -> Path:
+    """Where the executed notebook of a failed run is kept."""
+    return FAILED_DIR / f"{notebook.stem}.failed.ipynb"
+
+
 def run(notebook: Path, output: Path, parameters: dict) -> None:
     if not notebook.exists():
         raise FileNotFoundError(f"notebook {notebook} does not exist")
+    damaged = check_metrics_files([os.path.relpath(path) for path in parameters["metrics_files"]])
+    if damaged:
+        raise RuntimeError(f"notebook {notebook} not run: {len(damaged)} of its {len(parameters['metrics_files'])} "
+                           f"training results cannot be read:\n  " + "\n  ".join(damaged))
     output.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory() as tmp:
         source = Path(tmp) / (notebook.stem + ".ipynb")
@@ -51,14 +64,15 @@ def run(notebook: Path, output: Path, parameters: dict) -> None:
             papermill.execute_notebook(str(source), str(executed), parameters=parameters, kernel_name=KERNEL,
                                        cwd=os.getcwd(), progress_bar=False)
         except papermill.PapermillExecutionError as e:
-            FAILED_DIR.mkdir(parents=True, exist_ok=True)
-            kept = FAILED_DIR / f"{notebook.stem}.failed.ipynb"
+            kept = failed_copy(notebook)
+            kept.parent.mkdir(parents=True, exist_ok=True)
             shutil.copy(executed, kept)
             raise RuntimeError(
                 f"notebook {notebook} failed in cell {e.exec_count}: {e.ename}: {e.evalue}\n"
                 f"The executed notebook with the traceback is kept at {kept}. Training results are "
                 f"untouched: fix the notebook (or its inputs) and rerun the same target.") from None
         shutil.move(executed, output)
+    failed_copy(notebook).unlink(missing_ok=True)  # a failure's record, now stale
     missing = [p for p in parameters["tables"] + parameters["figures"] if not Path(p).exists()]
     if missing:
         raise RuntimeError(f"notebook {notebook} ran but did not write {', '.join(missing)}")

@@ -1,0 +1,110 @@
+"""Damaged training results: a notebook (and its rule) stops before running, naming the run folder of
+every damaged metrics.json; a failed notebook's kept copy is removed once the notebook succeeds."""
+
+import json
+import math
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from rnnrepro.analysis import run_notebook
+from rnnrepro.analysis.results import read_cells
+from rnnrepro.analysis.run_files import DamagedRunFile, read_metrics
+
+METRICS = {"study": "pru", "dataset": "ptb", "corpus": "synth_ptb", "model": "lstm_m1000", "fraction": 100,
+           "seed": 1111, "budget": "smoke", "params": 1000, "epochs": 2, "wall_seconds": 3.0,
+           "val_loss": math.log(50.0), "val_ppl": 50.0, "test_loss": math.log(48.0), "test_ppl": 48.0}
+CONFIG = {"recipe_name": "standard", "architecture": {"cell": "lstm", "embedding_size": 8, "hidden_size": 8,
+                                                      "layers": 1, "cell_options": {}}}
+# A notebook that only reads its cells (and writes its one table), failing when `fail` is set.
+NOTEBOOK = """# ---
+# jupyter:
+#   kernelspec:
+#     display_name: Python 3
+#     language: python
+#     name: python3
+# ---
+
+# %% tags=["parameters"]
+study = "pru"
+artifact = "x"
+metrics_files = []
+tables = []
+figures = []
+fail = False
+
+# %%
+from rnnrepro.analysis.results import read_cells
+
+assert not fail, "failing on purpose"
+read_cells(metrics_files).to_csv(tables[0], index=False)
+"""
+
+
+def run_folder(root: Path, model: str, metrics_text: str | None = None) -> Path:
+    run_dir = root / "results/runs/pru/synth_ptb" / model / "frac100/seed1111"
+    run_dir.mkdir(parents=True)
+    (run_dir / "metrics.json").write_text(metrics_text or json.dumps(dict(METRICS, model=model)))
+    (run_dir / "config.json").write_text(json.dumps(CONFIG))
+    return run_dir
+
+
+@pytest.mark.parametrize("damage, message", [
+    (lambda text: text[:50], r"metrics.json is not valid JSON"),
+    (lambda text: text.replace("48.0", '"48.0"'), r"key 'test_ppl': '48.0' is not of type 'number'"),
+    (lambda text: text.replace('"val_ppl"', '"val_pp"'), r"missing 'val_ppl'"),
+])
+def test_damaged_metrics_names_the_run_folder(tmp_path, damage, message):
+    good = run_folder(tmp_path, "lstm_m1200")
+    bad = run_folder(tmp_path, "lstm_m1000", damage(json.dumps(METRICS)))
+    with pytest.raises(DamagedRunFile, match=rf"^run folder {bad}: .*{message}.*--force"):
+        read_metrics(bad / "metrics.json")
+    with pytest.raises(DamagedRunFile, match=rf"^run folder {bad}: "):
+        read_cells([str(good / "metrics.json"), str(bad / "metrics.json")])
+    assert read_metrics(good / "metrics.json")["model"] == "lstm_m1200"
+
+
+def test_damaged_config_names_the_run_folder(tmp_path):
+    run_dir = run_folder(tmp_path, "lstm_m1000")
+    (run_dir / "config.json").write_text("{}")
+    with pytest.raises(DamagedRunFile, match=rf"^run folder {run_dir}: config.json is damaged: no architecture"):
+        read_cells([str(run_dir / "metrics.json")])
+
+
+def notebook_cli(root: Path, notebook: Path, metrics: list[Path], *extra: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "rnnrepro.analysis.run_notebook", str(notebook), "out/x.ipynb",
+                           "--study", "pru", "--artifact", "x", "--metrics", *map(str, metrics),
+                           "--tables", "out/x.csv", *extra], cwd=root, capture_output=True, text=True, timeout=300)
+
+
+def test_notebook_stops_before_running_and_names_every_damaged_folder(tmp_path):
+    notebook = tmp_path / "x.py"
+    notebook.write_text(NOTEBOOK)
+    good = run_folder(tmp_path, "lstm_m1200")
+    truncated = run_folder(tmp_path, "lstm_m1000", json.dumps(METRICS)[:50])
+    missing_key = run_folder(tmp_path, "lstm_m1400", json.dumps({k: v for k, v in METRICS.items() if k != "epochs"}))
+    out = notebook_cli(tmp_path, notebook, [good / "metrics.json", truncated / "metrics.json",
+                                            missing_key / "metrics.json"])
+    assert out.returncode == 1
+    assert "not run: 2 of its 3 training results cannot be read" in out.stderr
+    assert f"run folder {truncated.relative_to(tmp_path)}: metrics.json is not valid JSON" in out.stderr
+    assert f"run folder {missing_key.relative_to(tmp_path)}: metrics.json is damaged: 'epochs' is a required" in out.stderr
+    assert not (tmp_path / "out").exists()  # stopped before papermill
+
+
+def test_failed_notebook_copy_is_removed_after_a_successful_rerun(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    notebook = tmp_path / "x.py"
+    notebook.write_text(NOTEBOOK)
+    metrics = run_folder(tmp_path, "lstm_m1000") / "metrics.json"
+    kept = tmp_path / run_notebook.failed_copy(notebook)
+    parameters = {"study": "pru", "artifact": "x", "metrics_files": [str(metrics)],
+                  "tables": [str(tmp_path / "x.csv")], "figures": []}
+    with pytest.raises(RuntimeError, match=rf"(?s)failed in cell .*failing on purpose.*kept at {run_notebook.FAILED_DIR}"):
+        run_notebook.run(notebook, tmp_path / "x.ipynb", dict(parameters, fail=True))
+    assert kept.exists()
+    run_notebook.run(notebook, tmp_path / "x.ipynb", parameters)
+    assert not kept.exists()
+    assert (tmp_path / "x.csv").read_text().splitlines()[1].startswith("pru,ptb,synth_ptb,lstm_m1000")
