@@ -6,7 +6,6 @@ Every reproduced number comes from a run's ``metrics.json`` (and the architectur
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pandas as pd
