@@ -13,6 +13,7 @@ for _study in STUDIES:
                 notebook=STUDIES[_study]["artifacts"][_artifact]["notebook"],
                 study=f"config/studies/{_study}.yaml",
                 metrics=artifact_metrics(_study, _artifact),
+                evaluations=artifact_evaluation_files(STUDIES[_study], config, _artifact),
             output:
                 tables=_out["tables"],
                 figures=_out["figures"],

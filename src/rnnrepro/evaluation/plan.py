@@ -1,0 +1,71 @@
+"""Which evaluations run over which cells, and each one's resolved settings (torch-free: the Snakefile
+imports it).
+
+A study file declares named evaluations under ``evaluations:`` (``method`` plus that method's
+settings); a budget may change settings (``budgets.<budget>.evaluations.<name>``); an artifact lists
+the names its notebook reads (``artifacts.<artifact>.evaluations``). Evaluation ``<name>`` of a cell
+is written to ``<run dir>/<name>.json``.
+"""
+
+from __future__ import annotations
+
+import jsonschema
+
+from ..configuration import SCHEMA_DIR, ConfigError, load_yaml, merged
+from ..grid import artifact_cells, budget_of
+
+METHODS = ("dynamic", "entropy", "saliency")
+# Files the training rule writes into a run folder: an evaluation may not take their names.
+RUN_FILES = ("config", "metrics", "history", "model")
+
+
+def settings_errors(settings: dict) -> list[str]:
+    """What is wrong with one evaluation's settings (method and its keys), by the study schema."""
+    schema = load_yaml(SCHEMA_DIR / "study.schema.yaml")
+    validator = jsonschema.Draft202012Validator({"$defs": schema["$defs"], "$ref": "#/$defs/evaluation"})
+    return [f"{'.'.join(map(str, e.absolute_path)) or '(settings)'}: {e.message}"
+            for e in validator.iter_errors(settings)]
+
+
+def check_evaluations(study: dict) -> None:
+    """Every name an artifact or budget uses is declared, no name collides with a run file, and each
+    budget's settings are valid for the method."""
+    declared = study.get("evaluations", {})
+    problems = [f"evaluations.{name}: the name is taken by the run folder's {name}.json; choose another"
+                for name in declared if name in RUN_FILES]
+    for artifact, spec in study["artifacts"].items():
+        for name in spec.get("evaluations", []):
+            if name not in declared:
+                problems.append(f"artifacts.{artifact}.evaluations: unknown evaluation {name!r} "
+                                f"(declared: {', '.join(declared) or 'none'}; add it under `evaluations:`)")
+    for budget_name, budget in study["budgets"].items():
+        for name, override in budget.get("evaluations", {}).items():
+            if name not in declared:
+                problems.append(f"budgets.{budget_name}.evaluations.{name}: unknown evaluation")
+            elif "method" in override:
+                problems.append(f"budgets.{budget_name}.evaluations.{name}: a budget may change settings, "
+                                "not the method")
+            else:
+                problems += [f"budgets.{budget_name}.evaluations.{name}.{error}"
+                             for error in settings_errors(merged(declared[name], override))]
+    if problems:
+        raise ConfigError(f"study {study['study']!r} is invalid:\n  " + "\n  ".join(problems))
+
+
+def evaluation_spec(study: dict, config: dict, name: str) -> dict:
+    """The settings of evaluation ``name`` under the run config's budget, with the run's device and threads."""
+    if name not in study.get("evaluations", {}):
+        raise ConfigError(f"study {study['study']!r} declares no evaluation {name!r}")
+    override = budget_of(study, config).get("evaluations", {}).get(name, {})
+    return {"name": name, **merged(study["evaluations"][name], override),
+            "device": config["device"], "threads": config["threads"]}
+
+
+def artifact_evaluation_files(study: dict, config: dict, artifact: str) -> list[str]:
+    """``<run dir>/<name>.json`` of every cell of the artifact, for every evaluation it lists."""
+    names = study["artifacts"][artifact].get("evaluations", [])
+    return [f"{cell.run_dir}/{name}.json" for cell in artifact_cells(study, config, artifact) for name in names]
+
+
+def evaluation_names(studies: dict) -> list[str]:
+    return sorted({name for study in studies.values() for name in study.get("evaluations", {})})
