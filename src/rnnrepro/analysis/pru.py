@@ -1,0 +1,247 @@
+"""The PRU study's ablation tables and figures beyond Table 1 (Mehta et al., EMNLP 2018, §5).
+
+- Table 3 (``table3``): which transformation the PRU applies to the context h_{t-1} and to the input
+  x_t (LT dense, GLT grouped, PT pyramidal), one-layer LMs with K = g = 4. Each row's label R1-R6 is
+  read from the cell options a run was trained with, not from its model id.
+- Table 4 (``table4``): how a pyramid level sub-samples the previous one (g = 1, K = 4).
+- Figure 5 (``fig5_table``): validation perplexity against recurrent-unit (RU) parameters as K and g
+  vary; the RU saving is relative to a one-layer LSTM of the same sizes, 4M(N + M) + 8M parameters.
+- Figure 1 (``fig1_curves`` / ``fig1_summary``): per-epoch train and validation perplexity of the
+  Table 1 standard-dropout cells (their ``history.csv``; no training of its own).
+- Figure 4 (``embedding_variance``): variance of the learned word embeddings per part-of-speech
+  category. Departure/assumption: the paper does not say how the variance is taken nor how words get
+  a category. We take, for every word type, the variance across the dimensions of its vector, and
+  average it over the words of a category; a word's category is its most frequent tag in the training
+  split, tagged in context by TextBlob's bundled tagger (a Brill-style tagger with the Penn Treebank
+  tag set, shipped inside the package; the paper used NLTK's, whose model is a separate download),
+  folded into coarse categories (:data:`COARSE_TAGS`). The PRU's "level 1" is its embedding, "level
+  2" that embedding sub-sampled exactly as the trained model's first pyramid level does it.
+
+Parameter counts are the runs' own (``metrics.json``: ``params``, ``params_recurrent``); the paper's
+printed values sit beside them as ``paper_*`` columns.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+from collections import Counter, defaultdict
+from pathlib import Path
+
+import pandas as pd
+
+from ..cells.counting import lstm_params
+from .results import paper_values, read_cells, summarise_seeds
+
+# (context, input, residual) -> the paper's Table 3 row
+TABLE3_ROWS = {("lt", "lt", False): "R1", ("glt", "glt", False): "R2", ("glt", "pt", True): "R3",
+               ("lt", "pt", True): "R4", ("pt", "pt", True): "R5", ("lt", "pt", False): "R6"}
+# Rows whose printed parameter counts the authors' released cell does not give (see the PRU cell's
+# docstring: a grouped pyramid would explain R3, nothing consistent explains R2).
+TABLE3_UNVERIFIED_PARAMS = {"R2", "R3"}
+SUBSAMPLE_LABELS = {"skip": "Skip", "max": "Max pool", "avg": "Avg pool", "conv": "Convolution"}
+# Penn Treebank tags -> coarse categories (the universal tag set's names); unlisted tags are OTHER
+COARSE_TAGS = {
+    **dict.fromkeys(["NN", "NNS", "NNP", "NNPS"], "NOUN"),
+    **dict.fromkeys(["VB", "VBD", "VBG", "VBN", "VBP", "VBZ", "MD"], "VERB"),
+    **dict.fromkeys(["JJ", "JJR", "JJS"], "ADJ"),
+    **dict.fromkeys(["RB", "RBR", "RBS", "WRB"], "ADV"),
+    **dict.fromkeys(["PRP", "PRP$", "WP", "WP$"], "PRON"),
+    **dict.fromkeys(["DT", "PDT", "WDT"], "DET"),
+    **dict.fromkeys(["IN", "TO"], "ADP"),
+    "CC": "CONJ", "CD": "NUM", "RP": "PRT",
+}
+# PTB's preprocessing replaced every number by "N"; <unk> and <eos> have no part of speech
+FIXED_CATEGORIES = {"N": "NUM"}
+UNTAGGED = {"<unk>", "<eos>"}
+
+
+def pru_defaults() -> dict:
+    """The PRU layer's own defaults for the options a model may leave out (subsample, residual, ...)."""
+    from ..cells.pru import PRULayer
+
+    return {name: p.default for name, p in inspect.signature(PRULayer).parameters.items()
+            if p.default is not inspect.Parameter.empty}
+
+
+def with_cell_options(cells: pd.DataFrame) -> pd.DataFrame:
+    """Cells with g, K, M and every PRU option filled in (the layer's defaults where not set); LSTM rows NaN."""
+    cells = cells.copy()
+    is_pru = cells["cell"] == "pru"
+    for option, default in pru_defaults().items():
+        column = f"opt_{option}"
+        values = cells[column] if column in cells else pd.Series(pd.NA, index=cells.index, dtype=object)
+        cells[column] = values.astype(object).where(values.notna() | ~is_pru, default).where(is_pru, pd.NA)
+    return cells.assign(g=cells["opt_groups"].astype("Int64"), K=cells["opt_levels"].astype("Int64"),
+                        M=cells["hidden_size"], params_m=cells["params"] / 1e6,
+                        ru_params_m=cells["params_recurrent"] / 1e6)
+
+
+def _ordered(table: pd.DataFrame, spec: dict) -> pd.DataFrame:
+    order = {"dataset": {d: i for i, d in enumerate(spec["datasets"])},
+             "model": {m: i for i, m in enumerate(spec["models"])}}
+    return table.sort_values(["dataset", "model"], key=lambda s: s.map(order[s.name])).reset_index(drop=True)
+
+
+def _summarised(cells: pd.DataFrame, keys: list[str], study: dict, artifact: str) -> pd.DataFrame:
+    table = summarise_seeds(cells, keys, ["val_ppl", "test_ppl"])
+    paper = paper_values(study, artifact)
+    if not paper.empty:
+        table = table.merge(paper, on=["dataset", "model"], how="left")
+    return _ordered(table, study["artifacts"][artifact])
+
+
+def table3(cells: pd.DataFrame, study: dict) -> pd.DataFrame:
+    """Table 3: one row per dataset and transformation pair, our parameters beside the paper's."""
+    cells = with_cell_options(cells)
+    cells["row"] = [TABLE3_ROWS.get((c.opt_context_transform, c.opt_input_transform, bool(c.opt_residual)))
+                    for c in cells.itertuples()]
+    if cells["row"].isna().any():
+        unknown = cells.loc[cells["row"].isna(), "model"].unique().tolist()
+        raise ValueError(f"models {unknown} are not one of Table 3's transformation pairs {TABLE3_ROWS}; "
+                         f"list only R1-R6 models in artifacts.table3.models")
+    cells = cells.rename(columns={"opt_context_transform": "context", "opt_input_transform": "input",
+                                  "opt_residual": "residual"})
+    keys = ["dataset", "corpus", "row", "model", "context", "input", "residual", "g", "K", "M",
+            "params", "params_recurrent", "params_m", "ru_params_m", "budget"]
+    table = _summarised(cells, keys, study, "table3")
+    table["paper_params_follow_code"] = ~table["row"].isin(TABLE3_UNVERIFIED_PARAMS)
+    return table
+
+
+def table4(cells: pd.DataFrame, study: dict) -> pd.DataFrame:
+    """Table 4: one row per dataset and sub-sampling method."""
+    cells = with_cell_options(cells).rename(columns={"opt_subsample": "subsample"})
+    cells["method"] = cells["subsample"].map(SUBSAMPLE_LABELS)
+    keys = ["dataset", "corpus", "method", "model", "subsample", "g", "K", "M", "params", "params_recurrent",
+            "budget"]
+    return _summarised(cells, keys, study, "table4")
+
+
+def fig5_table(cells: pd.DataFrame, study: dict) -> pd.DataFrame:
+    """Figure 5's points: perplexity and RU parameters per (K, g), with the saving against the LSTM."""
+    cells = with_cell_options(cells)
+    # the LSTM of the same sizes (its count, so the saving exists whichever cells the budget trains)
+    cells["lstm_ru_params"] = [lstm_params(e, m) for e, m in zip(cells["embedding_size"], cells["hidden_size"])]
+    cells["ru_saving_pct"] = 100 * (1 - cells["params_recurrent"] / cells["lstm_ru_params"])
+    keys = ["dataset", "corpus", "model", "cell", "g", "K", "M", "params", "params_recurrent", "lstm_ru_params",
+            "ru_saving_pct", "budget"]
+    return _summarised(cells, keys, study, "fig5")
+
+
+def read_histories(metrics_files: list[str]) -> pd.DataFrame:
+    """Every epoch of every run, with the run's dataset, model, cell and width."""
+    cells = read_cells(metrics_files)
+    frames = [pd.read_csv(Path(path).parent / "history.csv").assign(
+        dataset=cell.dataset, corpus=cell.corpus, model=cell.model, cell=cell.cell, M=cell.hidden_size,
+        seed=cell.seed, budget=cell.budget) for path, cell in zip(metrics_files, cells.itertuples())]
+    return pd.concat(frames, ignore_index=True)
+
+
+def fig1_summary(histories: pd.DataFrame) -> pd.DataFrame:
+    """Per run: best validation perplexity, the training perplexity of that epoch and their gap."""
+    best = histories.loc[histories.groupby(["dataset", "model", "seed"])["val_ppl"].idxmin()]
+    epochs = histories.groupby(["dataset", "model", "seed"])["epoch"].max().rename("epochs")
+    table = best.join(epochs, on=["dataset", "model", "seed"]).rename(
+        columns={"epoch": "best_epoch", "val_ppl": "best_val_ppl", "train_ppl": "train_ppl_at_best"})
+    table["gap_at_best"] = table["best_val_ppl"] - table["train_ppl_at_best"]
+    columns = ["dataset", "corpus", "model", "cell", "M", "seed", "epochs", "best_epoch", "best_val_ppl",
+               "train_ppl_at_best", "gap_at_best", "budget"]
+    return table[columns].sort_values(["dataset", "cell", "M"]).reset_index(drop=True)
+
+
+# --- Figure 4 ----------------------------------------------------------------------------------------
+
+def word_categories(lines, tagger=None) -> dict[str, str]:
+    """Each word type's coarse part of speech: its most frequent tag in context (ties: the first seen).
+
+    ``lines`` are whitespace-tokenised sentences (the corpus as trained on); ``tagger`` maps a list of
+    tokens to a list of Penn Treebank tags (default: TextBlob's bundled tagger). A line the tagger
+    splits differently from the corpus is skipped, never guessed.
+    """
+    tagger = tagger or textblob_tags
+    counts: dict[str, Counter] = defaultdict(Counter)
+    for line in lines:
+        tokens = [t for t in line.split() if t not in UNTAGGED]
+        if not tokens:
+            continue
+        tags = tagger(tokens)
+        if len(tags) != len(tokens):
+            continue
+        for token, tag in zip(tokens, tags):
+            counts[token][COARSE_TAGS.get(tag, "OTHER")] += 1
+    categories = {word: c.most_common(1)[0][0] for word, c in counts.items()}
+    categories.update({w: c for w, c in FIXED_CATEGORIES.items() if w in categories})
+    return categories
+
+
+def textblob_tags(tokens: list[str]) -> list[str]:
+    """Penn Treebank tags of pre-tokenised text by TextBlob's pattern tagger (its lexicon ships in the package)."""
+    from textblob.en import tag
+
+    return [t for _, t in tag(" ".join(tokens), tokenize=False)]
+
+
+def load_embedding(run_dir: Path):
+    """The trained embedding matrix (V x E), the run's config, and its vocabulary (id order)."""
+    import torch
+
+    from ..data.preprocess import read_vocab
+
+    saved = torch.load(Path(run_dir) / "model.pt", map_location="cpu", weights_only=False)
+    cfg = saved["config"]
+    vocab = read_vocab(Path(cfg["data"]["dir"]) / "vocab.txt")
+    weight = saved["state_dict"]["embedding.weight"]
+    if len(vocab) != weight.shape[0]:
+        raise ValueError(f"{run_dir}: the embedding has {weight.shape[0]} rows but {cfg['data']['dir']}/vocab.txt "
+                         f"lists {len(vocab)} words; the processed data changed since training: retrain the cell")
+    return weight, cfg, vocab
+
+
+def pyramid_levels(weight, cfg: dict) -> dict[int, object]:
+    """The first PRU layer's pyramid inputs for every word: level 1 = the embedding, level k = level k-1
+    sub-sampled by the trained layer's own method (the same module code the model ran)."""
+    import torch
+
+    from ..cells.pru import PyramidalTransform
+
+    arch = cfg["architecture"]
+    options = {**pru_defaults(), **arch["cell_options"]}
+    pyramid = PyramidalTransform(arch["embedding_size"], arch["hidden_size"], options["levels"], options["subsample"])
+    if options["subsample"] == "conv":
+        raise ValueError("Figure 4 reads pooled levels; a learned-convolution PRU needs its trained kernels loaded")
+    levels = {1: weight}
+    with torch.no_grad():
+        for level in range(1, options["levels"]):
+            levels[level + 1] = pyramid._halve(levels[level], level)
+    return levels
+
+
+def embedding_variance(vectors, vocab: list[str], categories: dict[str, str]) -> pd.DataFrame:
+    """Mean (and spread) over the words of each category of the variance across a word vector's dimensions."""
+    per_word = vectors.var(dim=1, unbiased=False).tolist()
+    frame = pd.DataFrame({"word": vocab, "variance": per_word})
+    frame["category"] = frame["word"].map(categories)
+    frame = frame.dropna(subset=["category"])
+    return (frame.groupby("category")["variance"].agg(variance="mean", variance_std="std", words="size")
+            .reset_index())
+
+
+def fig4_table(metrics_files: list[str], categories: dict[str, str]) -> pd.DataFrame:
+    """One row per (model, level, category): the Figure 4 bars."""
+    frames = []
+    for path in metrics_files:
+        run_dir = Path(path).parent
+        metrics = json.loads(Path(path).read_text())
+        weight, cfg, vocab = load_embedding(run_dir)
+        levels = pyramid_levels(weight, cfg) if cfg["architecture"]["cell"] == "pru" else {1: weight}
+        for level, vectors in levels.items():
+            if level > 2:
+                continue  # the paper plots levels 1 and 2
+            label = "LSTM" if cfg["architecture"]["cell"] == "lstm" else f"PRU level {level}"
+            frames.append(embedding_variance(vectors, vocab, categories).assign(
+                dataset=metrics["dataset"], corpus=metrics["corpus"], model=metrics["model"], series=label,
+                level=level, dimensions=vectors.shape[1], budget=metrics["budget"]))
+    columns = ["dataset", "corpus", "model", "series", "level", "dimensions", "category", "words", "variance",
+               "variance_std", "budget"]
+    return pd.concat(frames, ignore_index=True)[columns]
