@@ -43,6 +43,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from . import gpu
 from .base import RecurrentLayer
 from .recurrence import (StepProduct, check_init, grad_or_zeros, sigmoid_grad, tanh_grad, uniform_init_,
                          weight_grad, xavier_uniform_, zero_state)
@@ -53,46 +54,57 @@ class _ResetBeforeGRURecurrence(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, projected: torch.Tensor, h0: torch.Tensor, weight_hh: torch.Tensor) -> torch.Tensor:
-        hidden_size = h0.size(1)
-        gate_product = StepProduct(weight_hh[: 2 * hidden_size], h0.size(0))          # h ↦ h U_{r,u}^T
-        candidate_product = StepProduct(weight_hh[2 * hidden_size:], h0.size(0))     # r h ↦ (r h) U_c^T
-        steps = projected.size(0)
-        gates = projected.new_empty(steps, h0.size(0), 2 * hidden_size)  # r, u after the sigmoid
-        candidates = projected.new_empty(steps, *h0.shape)
-        hidden = torch.empty_like(candidates)
-        h = h0
-        for t in range(steps):
-            gate_product(h, add=projected[t, :, : 2 * hidden_size], out=gates[t]).sigmoid_()
-            reset, update = gates[t].chunk(2, dim=1)
-            candidate_product(reset * h, add=projected[t, :, 2 * hidden_size:], out=candidates[t]).tanh_()
-            h = torch.lerp(candidates[t], h, update, out=hidden[t])  # u ⊙ h + (1 - u) ⊙ c
+        gates, candidates, hidden = gpu.captured(_forward_loop, (projected, h0, weight_hh))
         ctx.save_for_backward(h0, weight_hh, gates, candidates, hidden)
         return hidden
 
     @staticmethod
     def backward(ctx, grad_hidden: torch.Tensor):
         h0, weight_hh, gates, candidates, hidden = ctx.saved_tensors
-        hidden_size = h0.size(1)
-        # g ↦ g U: through the gates' and the candidate's recurrent weights
-        gate_product = StepProduct(weight_hh[: 2 * hidden_size].t().contiguous(), h0.size(0))
-        candidate_product = StepProduct(weight_hh[2 * hidden_size:].t().contiguous(), h0.size(0))
-        previous = torch.cat([h0.unsqueeze(0), hidden[:-1]])
         grad_hidden = grad_or_zeros(grad_hidden, hidden)
-        grad_projected = gates.new_empty(gates.size(0), gates.size(1), 3 * hidden_size)
-        grad_h = torch.zeros_like(h0)
-        for t in range(gates.size(0) - 1, -1, -1):
-            grad_h = grad_h + grad_hidden[t]
-            reset, update = gates[t].chunk(2, dim=1)
-            grad_candidate = tanh_grad(grad_h * (1 - update), candidates[t])
-            grad_reset_h = candidate_product(grad_candidate)
-            grad_gates = torch.cat([sigmoid_grad(grad_reset_h * previous[t], reset),
-                                    sigmoid_grad(grad_h * (previous[t] - candidates[t]), update)], dim=1)
-            grad_projected[t] = torch.cat([grad_gates, grad_candidate], dim=1)
-            grad_h = gate_product(grad_gates, add=grad_h * update + grad_reset_h * reset)
-        reset_previous = gates[..., :hidden_size] * previous
-        grad_weight_hh = torch.cat([weight_grad(grad_projected[..., : 2 * hidden_size], previous),
-                                    weight_grad(grad_projected[..., 2 * hidden_size:], reset_previous)])
-        return grad_projected, grad_h, grad_weight_hh
+        return gpu.captured(_backward_loop, (grad_hidden, h0, weight_hh, gates, candidates, hidden))
+
+
+def _forward_loop(projected: torch.Tensor, h0: torch.Tensor, weight_hh: torch.Tensor):
+    """Gates r, u (after the sigmoid), candidates and h_1..h_T; on a GPU replayed from a CUDA graph."""
+    hidden_size = h0.size(1)
+    gate_product = StepProduct(weight_hh[: 2 * hidden_size], h0.size(0))          # h ↦ h U_{r,u}^T
+    candidate_product = StepProduct(weight_hh[2 * hidden_size:], h0.size(0))     # r h ↦ (r h) U_c^T
+    steps = projected.size(0)
+    gates = projected.new_empty(steps, h0.size(0), 2 * hidden_size)  # r, u after the sigmoid
+    candidates = projected.new_empty(steps, *h0.shape)
+    hidden = torch.empty_like(candidates)
+    h = h0
+    for t in range(steps):
+        gate_product(h, add=projected[t, :, : 2 * hidden_size], out=gates[t]).sigmoid_()
+        reset, update = gates[t].chunk(2, dim=1)
+        candidate_product(reset * h, add=projected[t, :, 2 * hidden_size:], out=candidates[t]).tanh_()
+        h = torch.lerp(candidates[t], h, update, out=hidden[t])  # u ⊙ h + (1 - u) ⊙ c
+    return gates, candidates, hidden
+
+
+def _backward_loop(grad_hidden, h0, weight_hh, gates, candidates, hidden):
+    """dL/d(projections), dL/dh0, dL/dW_hh through the loop; on a GPU replayed from a CUDA graph."""
+    hidden_size = h0.size(1)
+    # g ↦ g U: through the gates' and the candidate's recurrent weights
+    gate_product = StepProduct(weight_hh[: 2 * hidden_size].t().contiguous(), h0.size(0))
+    candidate_product = StepProduct(weight_hh[2 * hidden_size:].t().contiguous(), h0.size(0))
+    previous = torch.cat([h0.unsqueeze(0), hidden[:-1]])
+    grad_projected = gates.new_empty(gates.size(0), gates.size(1), 3 * hidden_size)
+    grad_h = torch.zeros_like(h0)
+    for t in range(gates.size(0) - 1, -1, -1):
+        grad_h = grad_h + grad_hidden[t]
+        reset, update = gates[t].chunk(2, dim=1)
+        grad_candidate = tanh_grad(grad_h * (1 - update), candidates[t])
+        grad_reset_h = candidate_product(grad_candidate)
+        grad_gates = torch.cat([sigmoid_grad(grad_reset_h * previous[t], reset),
+                                sigmoid_grad(grad_h * (previous[t] - candidates[t]), update)], dim=1)
+        grad_projected[t] = torch.cat([grad_gates, grad_candidate], dim=1)
+        grad_h = gate_product(grad_gates, add=grad_h * update + grad_reset_h * reset)
+    reset_previous = gates[..., :hidden_size] * previous
+    grad_weight_hh = torch.cat([weight_grad(grad_projected[..., : 2 * hidden_size], previous),
+                                weight_grad(grad_projected[..., 2 * hidden_size:], reset_previous)])
+    return grad_projected, grad_h, grad_weight_hh
 
 
 def reset_before_gru_sequence(projected: torch.Tensor, h0: torch.Tensor, weight_hh: torch.Tensor) -> torch.Tensor:

@@ -44,6 +44,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from . import gpu
 from .base import RecurrentLayer
 from .recurrence import (StepProduct, grad_or_zeros, sigmoid_grad, tanh_grad, uniform_init_, weight_grad,
                          zero_state)
@@ -65,96 +66,113 @@ class _NestedLSTMRecurrence(torch.autograd.Function):
     def forward(ctx, depth: int, projected: torch.Tensor, h0: torch.Tensor, *tensors: torch.Tensor):
         # weights: W_hh of level 0, then per inner level [W_ih W_hh] side by side (4M x 2M) and its bias
         memories0, weights = tensors[:depth], _joined_inner_weights(tensors[depth:])
-        steps, (batch, size) = projected.size(0), h0.shape
-        gates = [projected.new_empty(steps, batch, 4 * size) for _ in range(depth)]   # activated
-        memories = [projected.new_empty(steps + 1, batch, size) for _ in range(depth)]
-        tanh_memories = [projected.new_empty(steps, batch, size) for _ in range(depth)]
-        inner_inputs = [None] + [projected.new_empty(steps, batch, 2 * size) for _ in range(1, depth)]
-        hidden = projected.new_empty(steps + 1, batch, size)
-        hidden[0] = h0
-        for level in range(depth):
-            memories[level][0] = memories0[level]
-        projected = projected.contiguous()
-        # x ↦ x W^T per level: W_hh^0 (the hoisted product already holds W x + b), then [W_ih W_hh]^d, b^d
-        products = [StepProduct(weights[0], batch)] + [StepProduct(weights[2 * level - 1], batch, weights[2 * level])
-                                                      for level in range(1, depth)]
-        # every per-step view the loop needs, made once (at small sizes a view costs as much as the arithmetic)
-        m = size
-        h, x, mem, squashed = _by_step(hidden), _by_step(projected), [_by_step(c) for c in memories], \
-            [_by_step(c) for c in tanh_memories]
-        gate, i, f, g, o = ([_by_step(a, *cols) for a in gates]
-                            for cols in [(), (0, m), (m, 2 * m), (2 * m, 3 * m), (3 * m, 4 * m)])
-        i_f = [_by_step(a, 0, 2 * m) for a in gates]
-        joined, inner_x, inner_h = ([None, *(_by_step(a, *cols) for a in inner_inputs[1:])]
-                                    for cols in [(), (0, m), (m, 2 * m)])
-        for t in range(steps):
-            products[0](h[t], add=x[t], out=gate[0][t])
-            i_f[0][t].sigmoid_()                    # i, f;  g: the identity at level 0
-            o[0][t].sigmoid_()
-            for level in range(1, depth):
-                torch.mul(i[level - 1][t], g[level - 1][t], out=inner_x[level][t])            # x̃ = i g
-                torch.mul(f[level - 1][t], mem[level - 1][t], out=inner_h[level][t])          # h̃ = f c
-                products[level](joined[level][t], out=gate[level][t])
-                i_f[level][t].sigmoid_()
-                g[level][t].tanh_()
-                o[level][t].sigmoid_()
-            last = depth - 1
-            torch.mul(i[last][t], g[last][t], out=mem[last][t + 1]).addcmul_(f[last][t], mem[last][t])
-            for level in range(last, -1, -1):   # each level's output is the memory of the one above
-                torch.tanh(mem[level][t + 1], out=squashed[level][t])
-                torch.mul(o[level][t], squashed[level][t], out=mem[level - 1][t + 1] if level else h[t + 1])
+        saved = gpu.captured(_forward_loop, (projected, h0, *memories0, *weights), (depth,))
         ctx.depth = depth
-        ctx.save_for_backward(hidden, *memories, *tanh_memories, *gates, *inner_inputs[1:], *weights)
-        return (hidden[1:], *(m[steps] for m in memories))
+        ctx.save_for_backward(*saved, *weights)
+        hidden, memories = saved[0], saved[1: 1 + depth]
+        return (hidden[1:], *(m[-1] for m in memories))
 
     @staticmethod
     def backward(ctx, grad_hidden, *grad_final_memories):
         depth = ctx.depth
-        saved = list(ctx.saved_tensors)
-        hidden = saved.pop(0)
-        memories, tanh_memories, gates = (saved[k * depth: (k + 1) * depth] for k in range(3))
-        inner_inputs = [None, *saved[3 * depth: 4 * depth - 1]]
-        weights = saved[4 * depth - 1:]
-        steps, (batch, size) = hidden.size(0) - 1, hidden.shape[1:]
-        # g ↦ g W per level (the step's gradient through W_hh^0, then through [W_ih W_hh]^d)
-        products = [StepProduct(w.t().contiguous(), batch) for w in (weights[0], *weights[1::2])]
+        saved = ctx.saved_tensors
+        hidden, memories = saved[0], saved[1: 1 + depth]
         grad_hidden = grad_or_zeros(grad_hidden, hidden[1:]).contiguous()
-        grad_memory = [grad_or_zeros(g, memories[level][steps]).clone()
-                       for level, g in enumerate(grad_final_memories)]
-        factors = [_backward_factors(level, depth, gates[level], memories[level], tanh_memories[level])
-                   for level in range(depth)]
-        grad_pre = [torch.empty_like(g) for g in gates]   # gradients at the pre-activations
-        m = size
-        grad_in, pre, pre_o, pre_f = _by_step(grad_hidden), *([_by_step(a, *cols) for a in grad_pre]
-                                                             for cols in [(), (3 * m, 4 * m), (m, 2 * m)])
-        pre_ifg = [_by_step(a[..., : 3 * m].unflatten(-1, (3, m))) for a in grad_pre]   # rows i, f, g
-        pre_ig = [_by_step(a.unflatten(-1, (4, m))[:, :, 0::2]) for a in grad_pre]      # rows i, g
-        output_gate, through_output, forget, update, inner_input, inner_hidden = (
-            [_by_step(getattr(f, name)) if getattr(f, name) is not None else None for f in factors]
-            for name in _Factors._fields)
-        grad_h = grad_hidden[steps - 1].clone()
-        last = depth - 1
-        for t in range(steps - 1, -1, -1):
-            # down the levels: each output gate, and the gradient of each memory at step t + 1
-            grad_out = grad_h
-            for level in range(depth):
-                torch.mul(grad_out, output_gate[level][t], out=pre_o[level][t])
-                grad_out = grad_memory[level].addcmul_(grad_out, through_output[level][t])
-            # the innermost memory update c = f c_prev + i g: its i, f, g pre-activations at once
-            torch.mul(grad_out.unsqueeze(1), update[last][t], out=pre_ifg[last][t])
-            grad_memory[last] = grad_out * forget[last][t]
-            # up the levels: [x̃; h̃] of level d are i g and f c of level d - 1
-            for level in range(last, 0, -1):
-                grad_x, grad_hh = products[level](pre[level][t]).unflatten(-1, (2, m)).unbind(1)
-                torch.mul(grad_x.unsqueeze(1), inner_input[level - 1][t], out=pre_ig[level - 1][t])   # i, g
-                torch.mul(grad_hh, inner_hidden[level - 1][t], out=pre_f[level - 1][t])              # f
-                grad_memory[level - 1] = grad_hh * forget[level - 1][t]
-            grad_h = products[0](pre[0][t], add=grad_in[t - 1] if t else None)
-        weight_grads = [weight_grad(grad_pre[0], hidden[:-1])]
+        grad_memory = [grad_or_zeros(g, memories[level][-1]) for level, g in enumerate(grad_final_memories)]
+        return (None, *gpu.captured(_backward_loop, (grad_hidden, *grad_memory, *saved), (depth,)))
+
+
+def _forward_loop(depth: int, projected: torch.Tensor, h0: torch.Tensor, *tensors: torch.Tensor):
+    """hidden, memories, tanh(memories), activated gates and inner inputs of every level (what backward
+    needs), given c^d_0 of every level and the joined weights; on a GPU replayed from a CUDA graph."""
+    memories0, weights = tensors[:depth], tensors[depth:]
+    steps, (batch, size) = projected.size(0), h0.shape
+    gates = [projected.new_empty(steps, batch, 4 * size) for _ in range(depth)]   # activated
+    memories = [projected.new_empty(steps + 1, batch, size) for _ in range(depth)]
+    tanh_memories = [projected.new_empty(steps, batch, size) for _ in range(depth)]
+    inner_inputs = [None] + [projected.new_empty(steps, batch, 2 * size) for _ in range(1, depth)]
+    hidden = projected.new_empty(steps + 1, batch, size)
+    hidden[0] = h0
+    for level in range(depth):
+        memories[level][0] = memories0[level]
+    projected = projected.contiguous()
+    # x ↦ x W^T per level: W_hh^0 (the hoisted product already holds W x + b), then [W_ih W_hh]^d, b^d
+    products = [StepProduct(weights[0], batch)] + [StepProduct(weights[2 * level - 1], batch, weights[2 * level])
+                                                  for level in range(1, depth)]
+    # every per-step view the loop needs, made once (at small sizes a view costs as much as the arithmetic)
+    m = size
+    h, x, mem, squashed = _by_step(hidden), _by_step(projected), [_by_step(c) for c in memories], \
+        [_by_step(c) for c in tanh_memories]
+    gate, i, f, g, o = ([_by_step(a, *cols) for a in gates]
+                        for cols in [(), (0, m), (m, 2 * m), (2 * m, 3 * m), (3 * m, 4 * m)])
+    i_f = [_by_step(a, 0, 2 * m) for a in gates]
+    joined, inner_x, inner_h = ([None, *(_by_step(a, *cols) for a in inner_inputs[1:])]
+                                for cols in [(), (0, m), (m, 2 * m)])
+    for t in range(steps):
+        products[0](h[t], add=x[t], out=gate[0][t])
+        i_f[0][t].sigmoid_()                    # i, f;  g: the identity at level 0
+        o[0][t].sigmoid_()
         for level in range(1, depth):
-            weight_grads += [*weight_grad(grad_pre[level], inner_inputs[level]).chunk(2, dim=1),
-                             grad_pre[level].sum(dim=(0, 1))]
-        return (None, grad_pre[0], grad_h, *grad_memory, *weight_grads)
+            torch.mul(i[level - 1][t], g[level - 1][t], out=inner_x[level][t])            # x̃ = i g
+            torch.mul(f[level - 1][t], mem[level - 1][t], out=inner_h[level][t])          # h̃ = f c
+            products[level](joined[level][t], out=gate[level][t])
+            i_f[level][t].sigmoid_()
+            g[level][t].tanh_()
+            o[level][t].sigmoid_()
+        last = depth - 1
+        torch.mul(i[last][t], g[last][t], out=mem[last][t + 1]).addcmul_(f[last][t], mem[last][t])
+        for level in range(last, -1, -1):   # each level's output is the memory of the one above
+            torch.tanh(mem[level][t + 1], out=squashed[level][t])
+            torch.mul(o[level][t], squashed[level][t], out=mem[level - 1][t + 1] if level else h[t + 1])
+    return (hidden, *memories, *tanh_memories, *gates, *inner_inputs[1:])
+
+
+def _backward_loop(depth: int, grad_hidden: torch.Tensor, *tensors: torch.Tensor):
+    """Gradients of W x_t + b, h_0, every c^d_0 and every weight, given dL/dh (T, B, M), dL/d(final
+    memories) and what forward saved; on a GPU replayed from a CUDA graph."""
+    grad_final_memories, saved = tensors[:depth], list(tensors[depth:])
+    hidden = saved.pop(0)
+    memories, tanh_memories, gates = (saved[k * depth: (k + 1) * depth] for k in range(3))
+    inner_inputs = [None, *saved[3 * depth: 4 * depth - 1]]
+    weights = saved[4 * depth - 1:]
+    steps, (batch, size) = hidden.size(0) - 1, hidden.shape[1:]
+    # g ↦ g W per level (the step's gradient through W_hh^0, then through [W_ih W_hh]^d)
+    products = [StepProduct(w.t().contiguous(), batch) for w in (weights[0], *weights[1::2])]
+    grad_memory = [g.clone() for g in grad_final_memories]
+    factors = [_backward_factors(level, depth, gates[level], memories[level], tanh_memories[level])
+               for level in range(depth)]
+    grad_pre = [torch.empty_like(g) for g in gates]   # gradients at the pre-activations
+    m = size
+    grad_in, pre, pre_o, pre_f = _by_step(grad_hidden), *([_by_step(a, *cols) for a in grad_pre]
+                                                         for cols in [(), (3 * m, 4 * m), (m, 2 * m)])
+    pre_ifg = [_by_step(a[..., : 3 * m].unflatten(-1, (3, m))) for a in grad_pre]   # rows i, f, g
+    pre_ig = [_by_step(a.unflatten(-1, (4, m))[:, :, 0::2]) for a in grad_pre]      # rows i, g
+    output_gate, through_output, forget, update, inner_input, inner_hidden = (
+        [_by_step(getattr(f, name)) if getattr(f, name) is not None else None for f in factors]
+        for name in _Factors._fields)
+    grad_h = grad_hidden[steps - 1].clone()
+    last = depth - 1
+    for t in range(steps - 1, -1, -1):
+        # down the levels: each output gate, and the gradient of each memory at step t + 1
+        grad_out = grad_h
+        for level in range(depth):
+            torch.mul(grad_out, output_gate[level][t], out=pre_o[level][t])
+            grad_out = grad_memory[level].addcmul_(grad_out, through_output[level][t])
+        # the innermost memory update c = f c_prev + i g: its i, f, g pre-activations at once
+        torch.mul(grad_out.unsqueeze(1), update[last][t], out=pre_ifg[last][t])
+        grad_memory[last] = grad_out * forget[last][t]
+        # up the levels: [x̃; h̃] of level d are i g and f c of level d - 1
+        for level in range(last, 0, -1):
+            grad_x, grad_hh = products[level](pre[level][t]).unflatten(-1, (2, m)).unbind(1)
+            torch.mul(grad_x.unsqueeze(1), inner_input[level - 1][t], out=pre_ig[level - 1][t])   # i, g
+            torch.mul(grad_hh, inner_hidden[level - 1][t], out=pre_f[level - 1][t])              # f
+            grad_memory[level - 1] = grad_hh * forget[level - 1][t]
+        grad_h = products[0](pre[0][t], add=grad_in[t - 1] if t else None)
+    weight_grads = [weight_grad(grad_pre[0], hidden[:-1])]
+    for level in range(1, depth):
+        weight_grads += [*weight_grad(grad_pre[level], inner_inputs[level]).chunk(2, dim=1),
+                         grad_pre[level].sum(dim=(0, 1))]
+    return (grad_pre[0], grad_h, *grad_memory, *weight_grads)
 
 
 class _Factors(NamedTuple):

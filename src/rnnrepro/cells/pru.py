@@ -74,6 +74,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from . import gpu
 from .base import RecurrentLayer
 from .counting import CONV_SUBSAMPLE_KERNEL, pooling_kernel_sizes, pyramid_level_sizes
 
@@ -235,13 +236,11 @@ class PRULayer(RecurrentLayer):
         groups = self.context_groups
         x_pre = self._input_preactivations(x)  # (T, G, B, 4M/G)
         h, c = _split_groups(h, groups), _split_groups(c, groups)
-        context_step = self._context_step()
-        outputs = []
-        for x_t in x_pre.unbind(0):
-            h, c = lstm_gating(context_step(x_t, h), c)
-            outputs.append(h)
-        y = _merge_groups(torch.stack(outputs))
-        return y, (_merge_groups(h), _merge_groups(c))
+        if self.context_transform_kind == "pt":
+            y, h, c = _pyramid_context_loop(x_pre, h, c, self.context_transform)
+        else:  # on a GPU, replayed from CUDA graphs (forward and backward), one per sequence length
+            y, h, c = gpu.graphed(_linear_context_loop, (x_pre, h, c, self._context_weight()))
+        return _merge_groups(y), (_merge_groups(h), _merge_groups(c))
 
     def _input_preactivations(self, x: torch.Tensor) -> torch.Tensor:
         """Input side of every gate for the whole sequence, laid out (T, G, B, 4M/G) for the loop."""
@@ -257,15 +256,31 @@ class PRULayer(RecurrentLayer):
             pre = pre + self.context_transform.bias.reshape(groups, 1, -1)
         return pre
 
-    def _context_step(self):
-        """Per-step function (x_pre_t, h) -> gate pre-activations, reading the weights now (weight drop)."""
-        if self.context_transform_kind == "pt":
-            pyramid = self.context_transform
-            return lambda x_t, h: x_t + pyramid(h).flatten(-2)
+    def _context_weight(self) -> torch.Tensor:
+        """The linear context's weight as (G, M/G, 4M/G), read now (weight drop swaps it per call)."""
         weight = self.context_transform.weight
         if self.context_transform_kind == "lt":
             weight = weight.t().unsqueeze(0)  # (1, M, 4M): the dense map as a single group
-        return lambda x_t, h: torch.baddbmm(x_t, h, weight)
+        return weight
+
+
+def _linear_context_loop(x_pre: torch.Tensor, h: torch.Tensor, c: torch.Tensor, weight: torch.Tensor):
+    """The time loop with a linear ("glt" / "lt") context: h and c (G, B, M/G), x_pre (T, G, B, 4M/G),
+    weight (G, M/G, 4M/G); returns every h (T, G, B, M/G) and the last h, c."""
+    outputs = []
+    for x_t in x_pre.unbind(0):
+        h, c = lstm_gating(torch.baddbmm(x_t, h, weight), c)
+        outputs.append(h)
+    return torch.stack(outputs), h, c
+
+
+def _pyramid_context_loop(x_pre: torch.Tensor, h: torch.Tensor, c: torch.Tensor, pyramid: nn.Module):
+    """The time loop with a pyramidal ("pt") context (Table 3, R5), one group."""
+    outputs = []
+    for x_t in x_pre.unbind(0):
+        h, c = lstm_gating(x_t + pyramid(h).flatten(-2), c)
+        outputs.append(h)
+    return torch.stack(outputs), h, c
 
 
 def _split_groups(t: torch.Tensor, groups: int) -> torch.Tensor:

@@ -22,9 +22,51 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from . import gpu
 from .base import RecurrentLayer
 from .recurrence import (StepProduct, grad_or_zeros, sigmoid_grad, tanh_grad, uniform_init_, weight_grad,
                          zero_state)
+
+
+def _forward_loop(projected: torch.Tensor, s0: torch.Tensor, *weights: torch.Tensor):
+    """s_0 .. s_L of every step and the activated gates; on a GPU replayed from a CUDA graph."""
+    depth = len(weights) // 2
+    steps, hidden_size = projected.size(0), s0.size(1)
+    states = projected.new_empty(steps, depth + 1, *s0.shape)   # s_0 .. s_L of every step
+    gates = projected.new_empty(steps, depth, s0.size(0), 2 * hidden_size)  # h, t activated
+    products = [StepProduct(weights[2 * layer], s0.size(0), weights[2 * layer + 1]) for layer in range(depth)]
+    s = s0
+    for t in range(steps):
+        states[t, 0] = s
+        for layer in range(depth):
+            # R s + b, and x enters the first micro-layer only
+            products[layer](s, add=projected[t] if layer == 0 else None, out=gates[t, layer])
+            h, transform = gates[t, layer].chunk(2, dim=1)
+            h.tanh_()
+            transform.sigmoid_()
+            s = torch.lerp(s, h, transform, out=states[t, layer + 1])   # h ⊙ t + s ⊙ (1 - t)
+    return states, gates
+
+
+def _backward_loop(grad_output: torch.Tensor, states: torch.Tensor, gates: torch.Tensor, *weights: torch.Tensor):
+    """Gradients of the projections, s_0 and every weight; on a GPU replayed from a CUDA graph."""
+    steps, depth = gates.shape[:2]
+    grad_preactivations = torch.empty_like(gates)
+    grad_s = torch.zeros_like(states[0, 0])
+    products = [StepProduct(weights[2 * layer].t().contiguous(), grad_s.size(0)) for layer in range(depth)]
+    for t in range(steps - 1, -1, -1):
+        grad_s = grad_s + grad_output[t]
+        for layer in range(depth - 1, -1, -1):
+            h, transform = gates[t, layer].chunk(2, dim=1)
+            grad = torch.cat([tanh_grad(grad_s * transform, h),
+                              sigmoid_grad(grad_s * (h - states[t, layer]), transform)], dim=1)
+            grad_preactivations[t, layer] = grad
+            grad_s = products[layer](grad, add=grad_s * (1 - transform))
+    grad_weights = []
+    for layer in range(depth):
+        grad = grad_preactivations[:, layer]
+        grad_weights += [weight_grad(grad, states[:, layer]), grad.sum(dim=(0, 1))]
+    return grad_preactivations[:, 0], grad_s, *grad_weights
 
 
 class _HighwayRecurrence(torch.autograd.Function):
@@ -32,45 +74,15 @@ class _HighwayRecurrence(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, projected: torch.Tensor, s0: torch.Tensor, *weights: torch.Tensor) -> torch.Tensor:
-        depth = len(weights) // 2
-        steps, hidden_size = projected.size(0), s0.size(1)
-        states = projected.new_empty(steps, depth + 1, *s0.shape)   # s_0 .. s_L of every step
-        gates = projected.new_empty(steps, depth, s0.size(0), 2 * hidden_size)  # h, t activated
-        products = [StepProduct(weights[2 * layer], s0.size(0), weights[2 * layer + 1]) for layer in range(depth)]
-        s = s0
-        for t in range(steps):
-            states[t, 0] = s
-            for layer in range(depth):
-                # R s + b, and x enters the first micro-layer only
-                products[layer](s, add=projected[t] if layer == 0 else None, out=gates[t, layer])
-                h, transform = gates[t, layer].chunk(2, dim=1)
-                h.tanh_()
-                transform.sigmoid_()
-                s = torch.lerp(s, h, transform, out=states[t, layer + 1])   # h ⊙ t + s ⊙ (1 - t)
+        states, gates = gpu.captured(_forward_loop, (projected, s0, *weights))
         ctx.save_for_backward(states, gates, *weights)
-        return states[:, depth]
+        return states[:, len(weights) // 2]
 
     @staticmethod
     def backward(ctx, grad_output: torch.Tensor):
         states, gates, *weights = ctx.saved_tensors
-        steps, depth = gates.shape[:2]
         grad_output = grad_or_zeros(grad_output, states[:, 0])
-        grad_preactivations = torch.empty_like(gates)
-        grad_s = torch.zeros_like(states[0, 0])
-        products = [StepProduct(weights[2 * layer].t().contiguous(), grad_s.size(0)) for layer in range(depth)]
-        for t in range(steps - 1, -1, -1):
-            grad_s = grad_s + grad_output[t]
-            for layer in range(depth - 1, -1, -1):
-                h, transform = gates[t, layer].chunk(2, dim=1)
-                grad = torch.cat([tanh_grad(grad_s * transform, h),
-                                  sigmoid_grad(grad_s * (h - states[t, layer]), transform)], dim=1)
-                grad_preactivations[t, layer] = grad
-                grad_s = products[layer](grad, add=grad_s * (1 - transform))
-        grad_weights = []
-        for layer in range(depth):
-            grad = grad_preactivations[:, layer]
-            grad_weights += [weight_grad(grad, states[:, layer]), grad.sum(dim=(0, 1))]
-        return grad_preactivations[:, 0], grad_s, *grad_weights
+        return gpu.captured(_backward_loop, (grad_output, states, gates, *weights))
 
 
 class RHNLayer(RecurrentLayer):

@@ -8,7 +8,9 @@ step is a few element-wise operators and at most one small product). Two remedie
   per layer and direction), a fused element-wise step for ATR. Used for CUDA float32/float64 tensors
   when Triton is importable (CUDA builds of torch ship it; CPU builds do not, so it is imported lazily).
 - ``graphs``: :func:`captured` replays a cell's whole time loop (forward or hand-written backward) as
-  one CUDA graph, captured once per shape (BPTT lengths vary, so one graph per length).
+  one CUDA graph, captured once per shape (BPTT lengths vary, so one graph per length). Cells whose
+  loop autograd records (PRU) use :func:`graphed`, which captures the loop's forward and autograd's
+  backward of it (``torch.cuda.make_graphed_callables``) the same way.
 
 The CPU path is untouched: every cell runs its eager loop there, bit for bit as before. A fast path
 computes the same saved activations and gradients as the eager loop, so each cell keeps one
@@ -81,11 +83,11 @@ class _CapturedLoop:
         side = torch.cuda.Stream()
         side.wait_stream(torch.cuda.current_stream())
         with torch.cuda.stream(side):
-            loop(*self.inputs, *constants)
+            loop(*constants, *self.inputs)
         torch.cuda.current_stream().wait_stream(side)
         self.graph = torch.cuda.CUDAGraph()
         with torch.cuda.graph(self.graph, capture_error_mode="thread_local"):
-            outputs = loop(*self.inputs, *constants)
+            outputs = loop(*constants, *self.inputs)
         self.tuple_output = isinstance(outputs, tuple)
         self.outputs = outputs if self.tuple_output else (outputs,)
 
@@ -102,7 +104,7 @@ _CACHE: OrderedDict = OrderedDict()
 
 
 def captured(loop: Callable, tensors: tuple[torch.Tensor, ...], constants: tuple = ()):
-    """``loop(*tensors, *constants)``, replayed from a CUDA graph captured on the first call per shape.
+    """``loop(*constants, *tensors)``, replayed from a CUDA graph captured on the first call per shape.
 
     ``loop`` must only launch GPU work (no host synchronisation, no data-dependent Python control
     flow) and return a tensor or a tuple of tensors; ``constants`` are hashable non-tensor arguments.
@@ -110,7 +112,7 @@ def captured(loop: Callable, tensors: tuple[torch.Tensor, ...], constants: tuple
     BPTT length gets its own graph. Without CUDA tensors (or with ``graphs`` off) it just calls ``loop``.
     """
     if not graphs_for(*tensors):
-        return loop(*tensors, *constants)
+        return loop(*constants, *tensors)
     key = (loop, constants,
            tuple((tuple(t.shape), t.stride(), t.dtype, t.device) for t in tensors))
     entry = _CACHE.get(key)
@@ -121,6 +123,44 @@ def captured(loop: Callable, tensors: tuple[torch.Tensor, ...], constants: tuple
     else:
         _CACHE.move_to_end(key)
     return entry(tensors)
+
+
+def _clone_grad(grad: torch.Tensor) -> torch.Tensor:
+    return grad.clone()
+
+
+def graphed(loop: Callable, tensors: tuple[torch.Tensor, ...]):
+    """``loop(*tensors)`` for a loop whose backward autograd records, forward and backward replayed
+    from CUDA graphs captured once per shape (``torch.cuda.make_graphed_callables``).
+
+    ``loop`` must use only ``tensors`` (weights included, so weight drop's dropped copies are inputs
+    like any other) and return a tuple of tensors. Without gradients it is :func:`captured`; under
+    autocast, or without CUDA tensors, it runs as is.
+    """
+    if not graphs_for(*tensors) or torch.is_autocast_enabled():
+        return loop(*tensors)
+    if not (torch.is_grad_enabled() and any(t.requires_grad for t in tensors)):
+        with torch.no_grad():
+            return captured(loop, tensors)
+    key = ("autograd", loop,
+           tuple((tuple(t.shape), t.stride(), t.dtype, t.device, t.requires_grad) for t in tensors))
+    graphed_loop = _CACHE.get(key)
+    if graphed_loop is None:
+        sample = tuple(t.detach().clone().requires_grad_(t.requires_grad) for t in tensors)
+        graphed_loop = _CACHE[key] = torch.cuda.make_graphed_callables(loop, sample)
+        while len(_CACHE) > GRAPH_CACHE_SIZE:
+            _CACHE.popitem(last=False)
+    else:
+        _CACHE.move_to_end(key)
+    # The graphs' outputs and input gradients are static buffers that the next replay overwrites:
+    # hand out copies (a parameter's .grad would otherwise alias a buffer of the graph).
+    inputs = []
+    for t in tensors:
+        if t.requires_grad:
+            t = t.view_as(t)
+            t.register_hook(_clone_grad)
+        inputs.append(t)
+    return tuple(o.clone() for o in graphed_loop(*inputs))
 
 
 def clear_graphs() -> None:
