@@ -219,7 +219,7 @@ def evaluate_case(study: dict, config: dict, table: pd.DataFrame, case: Case) ->
         reference = select(table, case.paper_row, paper_column, where)
     row = {"study": study["study"], "claim": case.id, "statement": claim["statement"], "source": claim["source"],
            "table": claim["table"], "value": claim["value"], "budget": budget, "data": data, "seeds": seeds,
-           "paper": (f"{_label(case.paper_row)} {_number(reference)}" if case.paper_row is not None
+           "paper": (f"{_label(claim['paper_row'])} {_number(reference)}" if case.paper_row is not None
                      else _describe(case, paper)),
            "ours": _describe(case, [math.nan if v is None else v for v in ours]),
            "paper_check": _paper_check(case, kind, paper, reference)}
@@ -229,22 +229,22 @@ def evaluate_case(study: dict, config: dict, table: pd.DataFrame, case: Case) ->
         return {**row, "verdict": v, "reason": reason}
 
     if data != "real":
-        return verdict(NOT_TESTED, f"synthetic data: {data.removeprefix('synthetic ')}")
+        return verdict(NOT_TESTED, f"synthetic data {data.removeprefix('synthetic ')}")
     if budget not in testable:
         return verdict(NOT_TESTED, f"not testable at this budget ({budget}): needs budget {testable[0]}, "
                                    f"{_gpu_hours(study, claim, testable[0])}")
-    absent = [_label(r) for r, v in zip(case.rows, ours) if v is None or math.isnan(v)]
+    absent = [_label(r) for r, v in zip(claim["rows"], ours) if v is None or math.isnan(v)]
     if absent:
         return verdict(NOT_TESTED, f"no result for {'; '.join(absent)} in {claim['table']} at this budget")
     if kind == "closer_to_paper" and (reference is None or math.isnan(reference)):
-        return verdict(NOT_TESTED, f"no paper number for {_label(case.paper_row)} in {claim['table']}")
+        return verdict(NOT_TESTED, f"no paper number for {_label(claim['paper_row'])} in {claim['table']}")
     relation = SYMBOLS.get(kind, kind.replace("_", " "))
     if not check_holds(kind, ours, reference):
         return verdict(NOT_HELD, f"the check ({relation}) fails on our numbers")
     tolerance = claim.get("tolerance")
     if budget == "paper" and tolerance:
         outside = [f"{_label(r)} {_number(o)} against the paper's {_number(p)}"
-                   for r, o, p in zip(case.rows, ours, paper) if not math.isnan(p) and not _within(o, p, tolerance)]
+                   for r, o, p in zip(claim["rows"], ours, paper) if not math.isnan(p) and not _within(o, p, tolerance)]
         if outside:
             return verdict(NOT_HELD, f"the check ({relation}) holds, but beyond ±{_tolerance_text(tolerance)}: "
                                      + "; ".join(outside))
@@ -264,10 +264,11 @@ def evaluate_study(study: dict, config: dict, tables: dict[str, pd.DataFrame]) -
         # only when rendering from recorded runs: an artifact with no records has no table
         for case in cases(claim):
             data, seeds = _provenance(study, config, case)
+            reason = (f"synthetic data {data.removeprefix('synthetic ')}" if data != "real"
+                      else f"table {claim['table']} not built (its runs are not recorded)")
             rows.append({"study": study["study"], "claim": case.id, "statement": claim["statement"],
                          "source": claim["source"], "table": claim["table"], "value": claim["value"],
-                         "paper": "", "ours": "", "verdict": NOT_TESTED,
-                         "reason": f"table {claim['table']} not built (no runs of its artifact)",
+                         "paper": "", "ours": "", "verdict": NOT_TESTED, "reason": reason,
                          "paper_check": "", "budget": config["budget"], "data": data, "seeds": seeds})
     return rows
 
@@ -301,7 +302,7 @@ def main(argv=None) -> int:
     parser.add_argument("--table", required=True, help="the scorecard CSV to write")
     parser.add_argument("--figure", required=True, help="the scorecard PNG to write")
     args = parser.parse_args(argv)
-    parameters = {"run_config": json.loads(args.run_config),
+    parameters = {"run_config": json.loads(args.run_config), "metrics_files": [],
                   "table_files": [str(Path(t).resolve()) for t in args.tables_in],
                   "tables": [str(Path(args.table).resolve())], "figures": [str(Path(args.figure).resolve())]}
     try:

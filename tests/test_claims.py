@@ -1,0 +1,335 @@
+"""The claims scorecard (rnnrepro.analysis.claims), the claims of every study file, and recorded runs
+(rnnrepro.records): verdicts on hand-written tables, smoke data never tested, rendering from records."""
+
+import json
+import math
+import os
+import shutil
+import subprocess
+import sys
+
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import yaml
+from conftest import copy_project, snakemake
+
+from rnnrepro import grid
+from rnnrepro.analysis.claims import (HELD, NOT_HELD, NOT_TESTED, ClaimError, cases, check_claims, check_holds,
+                                      evaluate_study, scorecard)
+from rnnrepro.configuration import ConfigError, load_run_config, load_study, load_yaml, REPO_ROOT
+
+
+def toy_study(**claim_fields) -> dict:
+    """A study with one artifact (table `toy_t`, datasets ptb and wt2) and one claim."""
+    claim = {"id": "a_beats_b", "statement": "A is below B.", "source": "Table 1", "table": "toy_t",
+             "value": "test_ppl", "check": "less_than", "rows": [{"model": "a"}, {"model": "b"}],
+             "per": {"dataset": ["ptb", "wt2"]}, **claim_fields}
+    return {
+        "study": "toy",
+        "artifacts": {"t": {"notebook": "notebooks/t.py", "datasets": ["ptb", "wt2"], "models": ["a", "b", "c"],
+                            "fractions": [100], "tables": ["toy_t"], "figures": []}},
+        "budgets": {"paper": {"gpu_hours": 12}, "reduced": {"gpu_hours": 1},
+                    "smoke": {"datasets": {"ptb": "synth_ptb", "wt2": "synth_wt2"}}},
+        "claims": [claim],
+    }
+
+
+def toy_table(a_ptb=60.0, a_wt2=70.0) -> pd.DataFrame:
+    """Hand-written results: ours (test_ppl) beside the paper's (paper_test_ppl)."""
+    rows = [("ptb", "a", a_ptb, 62.0), ("ptb", "b", 66.0, 66.0), ("ptb", "c", 64.0, 64.0),
+            ("wt2", "a", a_wt2, 72.0), ("wt2", "b", 75.0, 75.0), ("wt2", "c", 74.0, 74.0)]
+    return pd.DataFrame(rows, columns=["dataset", "model", "test_ppl", "paper_test_ppl"])
+
+
+def verdicts(study, budget, table) -> dict:
+    rows = evaluate_study(study, {"budget": budget, "seeds": [1111]}, {"toy_t": table})
+    return {row["claim"]: row for row in rows}
+
+
+def test_held_on_hand_written_table():
+    result = verdicts(toy_study(), "reduced", toy_table())
+    assert set(result) == {"a_beats_b[dataset=ptb]", "a_beats_b[dataset=wt2]"}
+    for row in result.values():
+        assert row["verdict"] == HELD and row["data"] == "real" and row["seeds"] == "1111"
+        assert row["paper_check"] == HELD
+    assert result["a_beats_b[dataset=ptb]"]["ours"] == "a 60; b 66"
+    assert result["a_beats_b[dataset=ptb]"]["paper"] == "a 62; b 66"
+
+
+def test_not_held_when_the_ordering_fails():
+    result = verdicts(toy_study(), "reduced", toy_table(a_wt2=80.0))
+    assert result["a_beats_b[dataset=ptb]"]["verdict"] == HELD
+    assert result["a_beats_b[dataset=wt2]"]["verdict"] == NOT_HELD
+    assert "fails on our numbers" in result["a_beats_b[dataset=wt2]"]["reason"]
+
+
+def test_tolerance_counts_at_the_paper_budget_only():
+    study = toy_study(tolerance={"relative": 0.05})
+    table = toy_table(a_ptb=50.0)  # the ordering holds, but 50 is 19 % below the paper's 62
+    at_paper = verdicts(study, "paper", table)["a_beats_b[dataset=ptb]"]
+    assert at_paper["verdict"] == NOT_HELD and "beyond ±5%" in at_paper["reason"] and "a 50" in at_paper["reason"]
+    assert verdicts(study, "paper", toy_table())["a_beats_b[dataset=ptb]"]["verdict"] == HELD
+    assert verdicts(study, "reduced", table)["a_beats_b[dataset=ptb]"]["verdict"] == HELD
+
+
+def test_not_tested_at_a_budget_the_claim_excludes_quotes_gpu_hours():
+    row = verdicts(toy_study(testable=["paper"]), "reduced", toy_table())["a_beats_b[dataset=ptb]"]
+    assert row["verdict"] == NOT_TESTED
+    assert row["reason"] == "not testable at this budget (reduced): needs budget paper, about 12 GPU-hours on one H100"
+    row = verdicts(toy_study(testable=["paper"], gpu_hours=3), "reduced", toy_table())["a_beats_b[dataset=ptb]"]
+    assert "about 3 GPU-hours" in row["reason"]
+
+
+def test_not_tested_on_synthetic_data():
+    for row in verdicts(toy_study(), "smoke", toy_table()).values():
+        assert row["verdict"] == NOT_TESTED and row["data"].startswith("synthetic")
+        assert row["reason"].startswith("synthetic data (synth_")
+
+
+def test_not_tested_when_the_budget_leaves_a_row_out():
+    table = toy_table().query("not (dataset == 'wt2' and model == 'a')")
+    result = verdicts(toy_study(), "reduced", table)
+    assert result["a_beats_b[dataset=wt2]"]["verdict"] == NOT_TESTED
+    assert result["a_beats_b[dataset=wt2]"]["reason"] == "no result for a in toy_t at this budget"
+    assert result["a_beats_b[dataset=ptb]"]["verdict"] == HELD
+
+
+def test_closer_to_paper():
+    study = toy_study(check="closer_to_paper", rows=[{"model": "c"}, {"model": "a"}], paper_row={"model": "b"})
+    result = verdicts(study, "paper", toy_table())
+    # ptb: the paper's b is 66; c (64) is nearer than a (60). wt2: b 75; c 74 nearer than a 70.
+    assert all(row["verdict"] == HELD for row in result.values())
+    assert result["a_beats_b[dataset=ptb]"]["paper"] == "b 66"
+    assert verdicts(study, "paper", toy_table(a_ptb=65.5))["a_beats_b[dataset=ptb]"]["verdict"] == NOT_HELD
+
+
+@pytest.mark.parametrize("kind, values, holds", [
+    ("less_than", [1, 2], True), ("less_than", [2, 2], False), ("greater_than", [3, 2], True),
+    ("increasing", [1, 2, 3], True), ("increasing", [1, 3, 2], False), ("decreasing", [3, 2, 1], True),
+    ("lowest", [1, 3, 2], True), ("lowest", [2, 3, 1], False), ("highest", [3, 1, 2], True),
+    ("highest", [3, 3, 2], False),
+])
+def test_check_kinds(kind, values, holds):
+    assert check_holds(kind, values) is holds
+
+
+def test_rows_that_disagree_are_an_error_naming_the_claim():
+    table = pd.concat([toy_table(), toy_table(a_ptb=61.0)])  # two seeds' rows, no mean column
+    with pytest.raises(ClaimError, match=r"claims.a_beats_b\[dataset=ptb\].*disagree on 'test_ppl'"):
+        verdicts(toy_study(), "reduced", table)
+
+
+def test_unknown_column_is_an_error_listing_the_columns():
+    with pytest.raises(ClaimError, match=r"no column 'val_ppl'.*columns: dataset, model"):
+        verdicts(toy_study(value="val_ppl"), "reduced", toy_table())
+
+
+@pytest.mark.parametrize("change, message", [
+    (lambda c: c.update(table="nope"), r"claims.a_beats_b.table: 'nope' is not a table"),
+    (lambda c: c["rows"].append({"model": "c"}), r"check less_than takes 2 rows, got 3"),
+    (lambda c: c.update(check="closer_to_paper"), r"paper_row: needed by check closer_to_paper"),
+    (lambda c: c["rows"][0].update(dataset="ptb"), r"\['dataset'\] both in `per` and in a row selector"),
+])
+def test_check_claims_names_the_problem(change, message):
+    study = toy_study()
+    change(study["claims"][0])
+    with pytest.raises(ConfigError, match=message):
+        check_claims(study)
+
+
+def test_duplicate_claim_ids_are_refused():
+    study = toy_study()
+    study["claims"].append(dict(study["claims"][0]))
+    with pytest.raises(ConfigError, match="claims.a_beats_b: duplicate id"):
+        check_claims(study)
+
+
+def test_schema_refuses_an_unknown_check_kind(tmp_path):
+    study = yaml.safe_load((REPO_ROOT / "config/studies/nlstm.yaml").read_text())
+    study["claims"][0]["check"] = "smaller"
+    (tmp_path / "config/studies").mkdir(parents=True)
+    (tmp_path / "config/studies/nlstm.yaml").write_text(yaml.safe_dump(study))
+    shutil.copytree(REPO_ROOT / "workflow", tmp_path / "workflow")
+    with pytest.raises(ConfigError, match="check"):
+        load_study("nlstm", root=tmp_path)
+
+
+@pytest.fixture(scope="module")
+def studies():
+    config = load_yaml(REPO_ROOT / "config/config.yaml")
+    return {name: load_study(name) for name in config["studies"]}
+
+
+def test_every_study_file_has_valid_claims(studies):
+    for name in ("pru", "lru", "nlstm"):
+        assert studies[name]["claims"], f"{name} lists no claims"
+    for study in studies.values():
+        check_claims(study)
+
+
+def test_smoke_budget_tests_no_claim(studies):
+    """Whatever the tables say, every claim of every study reads 'not tested (synthetic data)' on smoke."""
+    config = load_run_config({**load_yaml(REPO_ROOT / "config/config.yaml"), "budget": "smoke"})
+    card = scorecard(studies, config, [])
+    expected = sum(len(cases(claim)) for study in studies.values() for claim in study.get("claims", []))
+    assert len(card) == expected > 0
+    assert (card["verdict"] == NOT_TESTED).all()
+    assert card["reason"].str.startswith("synthetic data").all()
+
+
+def paper_as_ours(study: dict) -> pd.DataFrame:
+    """A pru_table1 whose reproduced numbers ARE the paper's (hand-made from the study file)."""
+    rows = []
+    for dataset, models in study["paper"]["table1"].items():
+        for model, values in models.items():
+            spec = study["models"][model]
+            rows.append({"dataset": dataset, "corpus": dataset, "model": model, "recipe": spec["recipe"],
+                         "cell": spec["cell"], "g": spec["cell_options"].get("groups"),
+                         "test_ppl": values["test_ppl"], "paper_test_ppl": values["test_ppl"]})
+    return pd.DataFrame(rows)
+
+
+def test_table1_claims_hold_on_the_papers_own_numbers(studies):
+    """At the paper budget, a Table 1 whose numbers equal the paper's holds every Table 1 claim: the
+    claims read the paper right (and the tolerance accepts an exact match)."""
+    pru = studies["pru"]
+    config = load_run_config({**load_yaml(REPO_ROOT / "config/config.yaml"), "budget": "paper"})
+    claims = [c for c in pru["claims"] if c["table"] == "pru_table1"]
+    rows = evaluate_study({**pru, "claims": claims}, config, {"pru_table1": paper_as_ours(pru)})
+    assert len(rows) >= 5
+    assert {row["verdict"] for row in rows} == {HELD}, [r for r in rows if r["verdict"] != HELD]
+    assert {row["paper_check"] for row in rows} == {HELD}
+
+
+def test_table1_claims_are_not_testable_at_the_reduced_budget(studies):
+    """The reduced PRU budget is far from convergence: the scorecard says so, with the GPU-hours."""
+    pru = studies["pru"]
+    config = load_run_config({**load_yaml(REPO_ROOT / "config/config.yaml"), "budget": "reduced"})
+    claims = [c for c in pru["claims"] if c["table"] == "pru_table1"]
+    rows = evaluate_study({**pru, "claims": claims}, config, {"pru_table1": paper_as_ours(pru)})
+    assert {row["verdict"] for row in rows} == {NOT_TESTED}
+    for row in rows:
+        assert row["reason"].startswith("not testable at this budget (reduced): needs budget paper, about ")
+        assert row["reason"].endswith("GPU-hours on one H100") and row["data"] == "real"
+
+
+# --- recorded runs ----------------------------------------------------------------------------------
+
+def python_in(project, *args, **kwargs) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYTHONPATH": str(project / "src")}
+    return subprocess.run([sys.executable, *args], cwd=project, capture_output=True, text=True, env=env,
+                          timeout=900, **kwargs)
+
+
+# FIXTURE numbers: hand-written test perplexities of the reduced PRU dropout artifact's four cells.
+# They were produced by no run and exist only in a temporary directory, to test the mechanism.
+FIXTURE_TEST_PPL = {("ptb", "lstm_m1000"): 150.0, ("ptb", "lstm_m1000_do04"): 140.0,
+                    ("wt2", "lstm_m1000"): 170.0, ("wt2", "lstm_m1000_do04"): 165.0}
+
+
+def write_fixture_run(results: Path, budget: str, dataset: str, model: str, test_ppl: float) -> Path:
+    """A run folder as rnnrepro.train leaves it (config.json resolved by the grid; hand-written FIXTURE
+    history and metrics; a model.pt and a checkpoint that records must not keep)."""
+    study = load_study("pru")
+    config = load_run_config({**load_yaml(REPO_ROOT / "config/config.yaml"), "budget": budget})
+    corpus = grid.corpus_for(study, config, dataset)
+    cell = grid.Cell("pru", corpus, model, 100, 1111)
+    run_dir = results / cell.run_dir.removeprefix("results/")
+    run_dir.mkdir(parents=True)
+    (run_dir / "config.json").write_text(json.dumps(grid.resolve_cell(study, config, cell)))
+    (run_dir / "history.csv").write_text("epoch,train_loss,val_loss\n1,6.0,5.5\n")
+    loss = math.log(test_ppl)
+    (run_dir / "metrics.json").write_text(json.dumps({
+        "fixture": "hand-written test data, not a run", "study": "pru", "dataset": dataset, "corpus": corpus,
+        "model": model, "fraction": 100, "seed": 1111, "budget": budget, "params": 1000, "epochs": 1,
+        "wall_seconds": 1.0, "val_loss": loss, "val_ppl": test_ppl, "test_loss": loss, "test_ppl": test_ppl}))
+    (run_dir / "model.pt").write_bytes(b"weights")
+    (run_dir / "checkpoint.pt").write_bytes(b"resume state")
+    return run_dir
+
+
+@pytest.fixture(scope="module")
+def recorded(tmp_path_factory):
+    """A project copy whose results/runs held the FIXTURE runs of the reduced PRU dropout artifact (and
+    one smoke run), packed into records/ and then removed with the rest of results/."""
+    project = copy_project(tmp_path_factory.mktemp("records"))
+    config = yaml.safe_load((project / "config/config.yaml").read_text())
+    config["studies"] = ["pru"]  # render one study (quicker); the others are the same code path
+    (project / "config/config.yaml").write_text(yaml.safe_dump(config))
+    for (dataset, model), ppl in FIXTURE_TEST_PPL.items():
+        write_fixture_run(project / "results", "reduced", dataset, model, ppl)
+    write_fixture_run(project / "results", "smoke", "ptb", "lstm_m1000", 300.0)
+    packed = python_in(project, "-m", "rnnrepro.records", "pack")
+    assert packed.returncode == 0, packed.stderr
+    assert "recorded 4 runs" in packed.stdout  # the synthetic-data (smoke) run is not a record
+    shutil.rmtree(project / "results")
+    return project
+
+
+def test_records_hold_only_the_small_files(recorded):
+    runs = recorded / "records/reduced/results/runs/pru"
+    assert len(list(runs.glob("*/*/frac100/seed1111/metrics.json"))) == 4
+    assert {p.name for p in runs.glob("**/*") if p.is_file()} == {"config.json", "history.csv", "metrics.json"}
+    assert not (recorded / "records/smoke").exists()
+
+
+def test_render_from_records_without_training(recorded):
+    result = python_in(recorded, "-m", "rnnrepro.records", "render", "--budget", "reduced")
+    assert result.returncode == 0, result.stdout + result.stderr
+    status = dict(line.split(None, 1) for line in result.stdout.strip().splitlines())
+    assert status["pru/dropout"] == "rendered"
+    assert status["pru/table1"].startswith("not rendered: ") and "runs not recorded" in status["pru/table1"]
+    assert status["claims"] == "rendered"
+    table = pd.read_csv(recorded / "results/tables/pru_dropout.csv")
+    assert {(r.dataset, r.model): r.test_ppl for r in table.itertuples()} == pytest.approx(FIXTURE_TEST_PPL)
+    assert set(table["dropout"]) == {0.4, 0.5} and (table["budget"] == "reduced").all()
+    assert (recorded / "results/figures/pru_dropout.png").stat().st_size > 0
+    card = pd.read_csv(recorded / "results/tables/claims.csv")
+    dropout = card[card["table"] == "pru_dropout"]
+    assert len(dropout) == 4 and (dropout["data"] == "real").all() and (dropout["budget"] == "reduced").all()
+    assert dropout["reason"].str.startswith("not testable at this budget (reduced)").all()
+    assert card[card["table"] == "pru_table1"]["reason"].str.contains("not recorded").all()
+    assert (recorded / "results/figures/claims.png").exists()
+
+
+def test_render_never_overwrites_a_different_run(recorded):
+    metrics = next((recorded / "records/reduced/results/runs").glob("**/metrics.json"))
+    target = recorded / "results/runs" / metrics.relative_to(recorded / "records/reduced/results/runs")
+    target.parent.mkdir(parents=True, exist_ok=True)
+    original = target.read_text() if target.exists() else None
+    target.write_text(json.dumps({**json.loads(metrics.read_text()), "test_ppl": 1.0}))
+    try:
+        result = python_in(recorded, "-m", "rnnrepro.records", "render", "--budget", "reduced")
+        assert result.returncode == 1
+        assert f"{target.relative_to(recorded)} differs from its record" in result.stderr
+    finally:
+        if original is None:
+            target.unlink()
+        else:
+            target.write_text(original)
+
+
+def test_render_of_an_unrecorded_budget_says_which_exist(recorded):
+    result = python_in(recorded, "-m", "rnnrepro.records", "render", "--budget", "paper")
+    assert result.returncode == 1
+    assert "no recorded runs for budget 'paper'" in result.stderr and "recorded budgets: reduced" in result.stderr
+
+
+@pytest.mark.parametrize("budget", ["paper", "reduced", "smoke"])
+def test_dry_run_plans_the_scorecard(tmp_path_factory, budget):
+    project = copy_project(tmp_path_factory.mktemp(f"dry_{budget}"))
+    result = snakemake(project, "-n", "results/tables/claims.csv", "--config", f"budget={budget}")
+    assert result.returncode == 0, result.stderr[-3000:]
+    out = result.stdout + result.stderr
+    assert "rule claims:" in out and "notebook_pru_table1" in out and "notebook_lru_accuracy" in out
+
+
+@pytest.mark.slow
+def test_smoke_pipeline_scorecard(smoke_project):
+    card = pd.read_csv(smoke_project / "results/tables/claims.csv")
+    assert {"pru", "lru", "nlstm"} <= set(card["study"])
+    assert (card["verdict"] == NOT_TESTED).all() and card["reason"].str.startswith("synthetic data").all()
+    assert (card["budget"] == "smoke").all()
+    assert (smoke_project / "results/figures/claims.png").stat().st_size > 0
