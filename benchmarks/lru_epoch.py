@@ -3,7 +3,7 @@
     python benchmarks/lru_epoch.py                    # 7 units at 24 M, 3 timed batches each, CPU
     python benchmarks/lru_epoch.py --device cuda --batches 50
 
-Runs the real training step (rnnrepro.train.loop.training_step with the study's Adam recipe: batch
+Runs the real training step (rnnrepro.train.language_model.training_step with the study's Adam recipe: batch
 100 x 50 characters) of each unit sized to 24 M parameters for text8 (vocabulary 27), on random
 characters, round-robin so that a slow spell of a shared machine hits every unit alike, and prints the
 median seconds per batch and the implied seconds per text8 epoch (90 M training characters; validation
@@ -28,8 +28,7 @@ from torch.profiler import ProfilerActivity, profile
 
 from rnnrepro import grid
 from rnnrepro.configuration import REPO_ROOT, load_study
-from rnnrepro.train.language_model import build_model
-from rnnrepro.train.loop import make_optimizer, training_step
+from rnnrepro.train.language_model import build_model, make_optimizer, training_step
 
 UNITS = ["lstm", "gru", "grid_lstm", "rhn", "ps_lru", "rg_lru", "lru"]
 # training characters (90 % of each corpus): ptb_char from the three PTB files' 5,951,345 characters,

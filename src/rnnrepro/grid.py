@@ -152,6 +152,7 @@ def resolve_cell(study: dict, config: dict, cell: Cell) -> dict:
         "budget": config["budget"],
         "device": config["device"],
         "threads": config["threads"],
+        "precision": config["precision"],
         "data": {"dir": f"{PROCESSED}/{corpus}", "train_file": train_file(corpus, cell.fraction)},
         "architecture": architecture(study, config, cell.model, corpus),
         "recipe_name": recipe_name,

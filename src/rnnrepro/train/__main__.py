@@ -15,6 +15,8 @@ from pathlib import Path
 from ..configuration import ConfigError, validate_cell_config
 from ..data.registry import DataError
 from .autocomplete import train_autocomplete
+from .checkpoint import DamagedCheckpoint
+from .files import RunFolderError
 from .language_model import train_language_model
 from .loop import TrainingDiverged, TrainingInterrupted
 
@@ -50,7 +52,7 @@ def main(argv=None) -> int:
     try:
         cfg = read_config(args.config)
         TRAINERS[cfg["task"]](args.run_dir, cfg)
-    except (ConfigError, DataError, TrainingDiverged, FileNotFoundError) as e:
+    except (ConfigError, DataError, TrainingDiverged, RunFolderError, DamagedCheckpoint, FileNotFoundError) as e:
         print(f"[rnnrepro] error: {e}", file=sys.stderr)
         return 1
     except TrainingInterrupted as e:

@@ -18,27 +18,24 @@ batch 1, so nothing is padded):
 
 Writes ``config.json``, ``history.csv`` (one row per validation check), ``metrics.json`` and
 ``model.pt`` (final weights with the config); ``checkpoint/last.pt`` lets a killed run resume bit for
-bit on a CPU.
+bit on a CPU. The loop itself (resume, SIGTERM, divergence, the run files) is rnnrepro.train.loop.
 """
 
 from __future__ import annotations
 
 import math
-import sys
-import time
-from dataclasses import dataclass, field
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
 import torch
 import torch.nn.functional as F
 
+from .. import precision
 from ..configuration import ConfigError
 from ..data.autocomplete import INPUT_SYMBOLS, PAD_ID, UNK_ID, EncodedSplit, load_classes, load_split
 from ..models.autocomplete import AutocompleteModel
-from . import checkpoint
-from .common import provenance, start_run, write_run_outputs
-from .loop import StopFlag, TrainingDiverged, TrainingInterrupted
+from .loop import Progress, Step, TrainingDiverged, run_cell
 
 
 def build_model(cfg: dict, classes: int) -> AutocompleteModel:
@@ -67,11 +64,12 @@ def batch_tensors(split: EncodedSplit, rows: np.ndarray, device: torch.device) -
 
 
 def training_step(model: AutocompleteModel, optimizer: torch.optim.Optimizer, inputs: torch.Tensor,
-                  targets: torch.Tensor) -> float:
+                  targets: torch.Tensor, precision_name: str = precision.DEFAULT) -> float:
     """One Adam step on a batch (T, B); returns its loss, the mean cross entropy over known-word targets."""
     known = targets > UNK_ID
-    logits = model(inputs, known)
-    loss = F.cross_entropy(logits, targets[known]) if bool(known.any()) else logits.sum() * 0.0
+    with precision.autocast(precision_name, inputs.device):
+        logits = model(inputs, known)
+        loss = F.cross_entropy(logits, targets[known]) if bool(known.any()) else logits.sum() * 0.0
     if not torch.isfinite(loss):
         raise TrainingDiverged(f"the training loss is {loss.item()}")
     optimizer.zero_grad(set_to_none=True)
@@ -82,15 +80,16 @@ def training_step(model: AutocompleteModel, optimizer: torch.optim.Optimizer, in
 
 @torch.no_grad()
 def evaluate(model: AutocompleteModel, split: EncodedSplit, batch_size: int, device: torch.device,
-             observations: int | None = None) -> dict:
+             observations: int | None = None, precision_name: str = precision.DEFAULT) -> dict:
     """Cross entropy and accuracy over the first ``observations`` of a split, as the published numbers."""
     model.eval()
     count = len(split.lengths) if observations is None else min(observations, len(split.lengths))
     ce_sum, ce_observations, correct, characters = 0.0, 0, 0, 0
     for start in range(0, count, batch_size):
         inputs, targets = batch_tensors(split, np.arange(start, min(start + batch_size, count)), device)
-        logits = model(inputs)
-        nll = F.cross_entropy(logits.flatten(0, 1), targets.flatten(), reduction="none").view_as(targets)
+        with precision.autocast(precision_name, device):
+            logits = model(inputs)
+            nll = F.cross_entropy(logits.flatten(0, 1), targets.flatten(), reduction="none").view_as(targets)
         known = targets > UNK_ID
         real = targets != PAD_ID
         known_per_observation = known.sum(0)
@@ -105,34 +104,20 @@ def evaluate(model: AutocompleteModel, split: EncodedSplit, batch_size: int, dev
             "accuracy": correct / characters, "observations": count, "characters": characters}
 
 
-@dataclass
-class Progress:
-    """What the resume checkpoint carries."""
-    epoch: int = 1
-    batch: int = 0                # batches done in this epoch
-    iteration: int = 0            # batches done in all epochs
-    sequences: int = 0            # training observations seen
-    loss_sum: float = 0.0         # batch losses since the last validation check
-    loss_batches: int = 0
-    seconds: float = 0.0          # training seconds (validation excluded)
-    history: list = field(default_factory=list)
-    wall_seconds: float = 0.0     # wall time of earlier attempts
+class AutocompleteTask:
+    """The autocomplete task for rnnrepro.train.loop."""
+    position_unit = "batch"    # of the epoch's observation order
+    advice = "`lr`"
+    check_at_start = True      # the untrained model: where every convergence curve starts
 
-
-class AutocompleteTrainer:
-    def __init__(self, cfg: dict, model: AutocompleteModel, data: dict[str, EncodedSplit], run_dir: Path,
-                 device: torch.device):
-        self.cfg, self.model, self.data, self.device = cfg, model, data, device
-        self.recipe = r = cfg["recipe"]
-        self.ckpt_path = checkpoint.checkpoint_dir(run_dir) / checkpoint.LAST
-        self.optimizer = torch.optim.Adam(model.parameters(), lr=r["lr"], betas=(r["adam_beta1"], r["adam_beta2"]),
+    def __init__(self, cfg: dict, run_dir: Path, device: torch.device):
+        self.cfg, self.device, self.recipe = cfg, device, cfg["recipe"]
+        self.precision = cfg["precision"]
+        classes, self.data = load_data(cfg)
+        self.model = build_model(cfg, len(classes)).to(device)
+        r = self.recipe
+        self.optimizer = torch.optim.Adam(self.model.parameters(), lr=r["lr"], betas=(r["adam_beta1"], r["adam_beta2"]),
                                           eps=r["adam_eps"])
-        self.progress = Progress()
-        self.stop = StopFlag()
-        self._attempt_started = time.perf_counter()
-
-    def wall_seconds(self) -> float:
-        return self.progress.wall_seconds + time.perf_counter() - self._attempt_started
 
     def batches_per_epoch(self) -> int:
         return math.ceil(len(self.data["train"].lengths) / self.recipe["batch_size"])
@@ -146,126 +131,76 @@ class AutocompleteTrainer:
         """The epoch's observation order: a function of seed and epoch, so a resumed run draws the same."""
         return np.random.default_rng([self.cfg["seed"], epoch]).permutation(len(self.data["train"].lengths))
 
-    # ---- checkpointing -------------------------------------------------------------------
-    def save(self) -> None:
-        self.progress.wall_seconds = self.wall_seconds()
-        self._attempt_started = time.perf_counter()
-        checkpoint.save_atomic({"config": self.cfg, "model": self.model.state_dict(),
-                                "optimizer": self.optimizer.state_dict(), "progress": self.progress},
-                               self.ckpt_path)
+    # ---- state (all of it is in the model and optimizer) ----------------------------------
+    def state_dict(self) -> dict:
+        return {}
 
-    def try_resume(self) -> bool:
-        if not self.ckpt_path.exists():
-            return False
-        saved = checkpoint.load(self.ckpt_path, self.device)
-        if saved["config"] != self.cfg:
-            print(f"[rnnrepro] {self.ckpt_path} was written for a different config; starting this cell afresh",
-                  file=sys.stderr)
-            return False
-        self.model.load_state_dict(saved["model"])
-        self.optimizer.load_state_dict(saved["optimizer"])
-        self.progress = saved["progress"]
-        print(f"[rnnrepro] resuming from {self.ckpt_path}: iteration {self.progress.iteration}, "
-              f"epoch {self.progress.epoch}, batch {self.progress.batch}", file=sys.stderr)
-        return True
+    def load_state_dict(self, state: dict, progress: Progress) -> None:
+        pass
 
     # ---- training ------------------------------------------------------------------------
-    def _where(self) -> str:
-        c, p = self.cfg, self.progress
-        return (f"cell {c['study']}/{c['corpus']}/{c['model']}/frac{c['fraction']}/seed{c['seed']}, "
-                f"iteration {p.iteration + 1} (epoch {p.epoch}, batch {p.batch + 1})")
+    def start(self, progress: Progress) -> None:
+        pass
 
-    def _diverged(self, problem: str) -> TrainingDiverged:
-        return TrainingDiverged(
-            f"{self._where()}: {problem} (lr {self.recipe['lr']}). The last good resume checkpoint is kept in "
-            f"{self.ckpt_path.parent}. Lower `lr` of recipe {self.cfg['recipe_name']!r} in "
-            f"config/studies/{self.cfg['study']}.yaml and rerun (a changed config starts the cell afresh).")
+    def epoch_length(self) -> int:
+        return self.batches_per_epoch()
 
-    def train_step(self, rows: np.ndarray) -> float:
+    def batches(self, progress: Progress) -> Iterator[np.ndarray]:
+        order, size, total = self.epoch_order(progress.epoch), self.recipe["batch_size"], self.total_iterations()
+        while progress.iteration < total and progress.position < self.batches_per_epoch():
+            yield order[progress.position * size: (progress.position + 1) * size]
+
+    def step(self, rows: np.ndarray, progress: Progress) -> Step:
         inputs, targets = batch_tensors(self.data["train"], rows, self.device)
-        try:
-            return training_step(self.model, self.optimizer, inputs, targets)
-        except TrainingDiverged as e:
-            raise self._diverged(str(e)) from None
+        loss = training_step(self.model, self.optimizer, inputs, targets, self.precision)
+        return Step(loss=loss, items=len(rows), advance=1)
 
-    def validation_check(self) -> None:
-        """A row of history.csv, then a resume checkpoint."""
-        p, r = self.progress, self.recipe
+    def check_due(self, progress: Progress) -> bool:
+        return (progress.iteration % self.recipe["validation_every"] == 0
+                or progress.iteration == self.total_iterations())
+
+    # ---- validation ----------------------------------------------------------------------
+    def validate(self, progress: Progress) -> dict:
+        p, r = progress, self.recipe
         result = evaluate(self.model, self.data["valid"], r["eval_batch_size"], self.device,
-                          r["validation_sequences"])
-        if not math.isfinite(result["cross_entropy"]):
-            raise self._diverged(f"the validation loss is {result['cross_entropy']}")
-        p.history.append({
-            "iteration": p.iteration, "epoch": p.epoch, "sequences": p.sequences,
+                          r["validation_sequences"], self.precision)
+        return {
+            "iteration": p.iteration, "epoch": p.epoch, "sequences": p.items,
             "train_loss": p.loss_sum / p.loss_batches if p.loss_batches else math.nan,
             "val_loss": result["cross_entropy"], "val_accuracy": result["accuracy"],
-            "seconds": p.seconds, "sequences_per_s": p.sequences / p.seconds if p.seconds else math.nan,
-        })
-        p.loss_sum, p.loss_batches = 0.0, 0
-        self.save()
-        print(f"[rnnrepro] iteration {p.iteration}/{self.total_iterations()}: val loss {result['cross_entropy']:.4f}, "
-              f"val accuracy {result['accuracy']:.4f}, {p.seconds:.1f}s", file=sys.stderr)
+            "seconds": p.seconds, "sequences_per_s": p.items / p.seconds if p.seconds else math.nan,
+        }
 
-    def fit(self) -> None:
-        p, r = self.progress, self.recipe
-        self.stop.install()
-        if not p.history:
-            self.validation_check()  # the untrained model: where every convergence curve starts
-        total = self.total_iterations()
-        while p.iteration < total:
-            order = self.epoch_order(p.epoch)
-            while p.iteration < total and p.batch < self.batches_per_epoch():
-                started = time.perf_counter()
-                rows = order[p.batch * r["batch_size"]: (p.batch + 1) * r["batch_size"]]
-                p.loss_sum += self.train_step(rows)
-                p.loss_batches += 1
-                p.batch += 1
-                p.iteration += 1
-                p.sequences += len(rows)
-                p.seconds += time.perf_counter() - started
-                if p.iteration % r["validation_every"] == 0 or p.iteration == total:
-                    self.validation_check()
-                elif self.stop.requested:
-                    self.save()
-                if self.stop.requested:
-                    raise TrainingInterrupted(f"{self._where()}: stopped by SIGTERM; resume checkpoint written "
-                                              f"to {self.ckpt_path}")
-            if p.batch == self.batches_per_epoch():
-                p.epoch, p.batch = p.epoch + 1, 0
+    def after_validation(self, row: dict, progress: Progress) -> None:
+        progress.finished = progress.iteration >= self.total_iterations()
 
+    def report(self, row: dict, progress: Progress) -> str:
+        return (f"iteration {row['iteration']}/{self.total_iterations()}: val loss {row['val_loss']:.4f}, "
+                f"val accuracy {row['val_accuracy']:.4f}, {row['seconds']:.1f}s")
 
-def write_outputs(run_dir: Path, cfg: dict, trainer: AutocompleteTrainer, device: torch.device) -> dict:
-    p, r, model = trainer.progress, trainer.recipe, trainer.model
-    final = {split: evaluate(model, trainer.data[split], r["eval_batch_size"], device) for split in ("valid", "test")}
-    counts = model.parameter_counts()
-    metrics = {
-        "study": cfg["study"], "dataset": cfg["dataset"], "corpus": cfg["corpus"], "model": cfg["model"],
-        "fraction": cfg["fraction"], "seed": cfg["seed"], "budget": cfg["budget"],
-        "params": sum(counts.values()), **{f"params_{part}": n for part, n in counts.items()},
-        "classes": model.dense.out_features,
-        "iterations": p.iteration, "epochs": r["epochs"], "train_sequences": p.sequences,
-        "val_cross_entropy": final["valid"]["cross_entropy"], "val_accuracy": final["valid"]["accuracy"],
-        "test_cross_entropy": final["test"]["cross_entropy"], "test_accuracy": final["test"]["accuracy"],
-        "test_observations": final["test"]["observations"], "test_characters": final["test"]["characters"],
-        "train_seconds": p.seconds,
-        "seconds_per_1000_sequences": 1000 * p.seconds / p.sequences,
-        "wall_seconds": trainer.wall_seconds(),
-        **provenance(device),
-    }
-    write_run_outputs(run_dir, cfg, model.state_dict(), p.history, metrics)
-    return metrics
+    # ---- the end -------------------------------------------------------------------------
+    def final_metrics(self, progress: Progress) -> dict:
+        cfg, p, r, model = self.cfg, progress, self.recipe, self.model
+        final = {split: evaluate(model, self.data[split], r["eval_batch_size"], self.device, None, self.precision)
+                 for split in ("valid", "test")}
+        counts = model.parameter_counts()
+        return {
+            "study": cfg["study"], "dataset": cfg["dataset"], "corpus": cfg["corpus"], "model": cfg["model"],
+            "fraction": cfg["fraction"], "seed": cfg["seed"], "budget": cfg["budget"],
+            "params": sum(counts.values()), **{f"params_{part}": n for part, n in counts.items()},
+            "classes": model.dense.out_features,
+            "iterations": p.iteration, "epochs": r["epochs"], "train_sequences": p.items,
+            "val_cross_entropy": final["valid"]["cross_entropy"], "val_accuracy": final["valid"]["accuracy"],
+            "test_cross_entropy": final["test"]["cross_entropy"], "test_accuracy": final["test"]["accuracy"],
+            "test_observations": final["test"]["observations"], "test_characters": final["test"]["characters"],
+            "train_seconds": p.seconds,
+            "seconds_per_1000_sequences": 1000 * p.seconds / p.items,
+        }
+
+    def summary(self, metrics: dict) -> str:
+        return (f"test cross entropy {metrics['test_cross_entropy']:.4f}, test accuracy "
+                f"{100 * metrics['test_accuracy']:.2f} %")
 
 
 def train_autocomplete(run_dir: Path, cfg: dict) -> dict:
-    device = start_run(run_dir, cfg)
-    classes, data = load_data(cfg)
-    model = build_model(cfg, len(classes)).to(device)
-    trainer = AutocompleteTrainer(cfg, model, data, run_dir, device)
-    if not trainer.try_resume():
-        trainer.ckpt_path.unlink(missing_ok=True)
-    trainer.fit()
-    metrics = write_outputs(run_dir, cfg, trainer, device)
-    print(f"[rnnrepro] done: test cross entropy {metrics['test_cross_entropy']:.4f}, test accuracy "
-          f"{100 * metrics['test_accuracy']:.2f} %, {metrics['params']:,} params, {metrics['wall_seconds']:.0f}s",
-          file=sys.stderr)
-    return metrics
+    return run_cell(run_dir, cfg, AutocompleteTask)

@@ -1,21 +1,33 @@
 """Resumable training state.
 
-The resume checkpoint lives in ``<run dir>/checkpoint/`` — outside the files Snakemake declares as
-outputs, which it deletes before re-running a failed or killed job. It is written atomically after
-every epoch and, on SIGTERM, at the next batch boundary, and holds everything needed to continue bit
-for bit: weights, optimizer, averaging state, RNG states, the position in the epoch and the carried
-hidden state. A checkpoint written for a different config is never resumed.
+The resume checkpoint lives in ``<run dir>/checkpoint/`` -- outside the files Snakemake declares as
+outputs, which it deletes before re-running a failed or killed job. It is written atomically
+(rnnrepro.train.files) after every validation check and, on SIGTERM, at the next batch boundary, and
+holds everything needed to continue bit for bit: weights, optimizer, RNG states, the progress and the
+task's own state (averaging, BPTT draws, the carried hidden state). A checkpoint written for a
+different config is never resumed. A file that cannot be read back (truncated, overwritten, written
+by another version of the code) is a :class:`DamagedCheckpoint`, which names it.
 """
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import torch
 
+from .files import write_atomic
+
 LAST = "last.pt"
 BEST = "best.pt"
+DAMAGED_SUFFIX = ".damaged"
+
+
+class DamagedCheckpoint(RuntimeError):
+    """A checkpoint or weights file exists but cannot be loaded."""
+
+    def __init__(self, path: Path, cause: str):
+        super().__init__(f"{path} is damaged ({cause})")
+        self.path, self.cause = Path(path), cause
 
 
 def checkpoint_dir(run_dir: Path) -> Path:
@@ -23,15 +35,28 @@ def checkpoint_dir(run_dir: Path) -> Path:
 
 
 def save_atomic(obj, path: Path) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    torch.save(obj, tmp)
-    os.replace(tmp, path)
+    write_atomic(path, lambda f: torch.save(obj, f))
 
 
-def load(path: Path, device: torch.device):
-    # Our own files, holding plain containers of tensors and numbers.
-    return torch.load(path, map_location=device, weights_only=False)
+def load(path: Path, device: torch.device, required: tuple[str, ...] = ()):
+    """A file we wrote (plain containers of tensors and numbers); a dict holding ``required`` if given."""
+    try:
+        saved = torch.load(path, map_location=device, weights_only=False)
+    except FileNotFoundError:
+        raise
+    except Exception as e:  # noqa: BLE001 -- truncation and garbage surface as many exception types
+        raise DamagedCheckpoint(path, f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}") from None
+    missing = [key for key in required if not isinstance(saved, dict) or key not in saved]
+    if missing:
+        raise DamagedCheckpoint(path, f"it holds no {', '.join(missing)}")
+    return saved
+
+
+def move_aside(path: Path) -> Path:
+    """Rename a damaged file to ``<name>.damaged`` (kept for inspection, never read again)."""
+    aside = path.with_name(path.name + DAMAGED_SUFFIX)
+    path.replace(aside)
+    return aside
 
 
 def rng_state() -> dict:

@@ -1,8 +1,9 @@
-"""What every trainer shares: the device and the provenance recorded in metrics.json."""
+"""What every trainer shares: the device, the run folder's files and the provenance in metrics.json."""
 
 from __future__ import annotations
 
 import csv
+import io
 import json
 import subprocess
 from datetime import datetime, timezone
@@ -10,7 +11,9 @@ from pathlib import Path
 
 import torch
 
+from .. import precision
 from ..configuration import REPO_ROOT, ConfigError
+from .files import write_atomic, write_text_atomic
 
 
 def pick_device(name: str) -> torch.device:
@@ -40,19 +43,21 @@ def provenance(device: torch.device) -> dict:
 
 
 def start_run(run_dir: Path, cfg: dict) -> torch.device:
-    """Create the run folder, save the resolved config, set threads and the seed; returns the device."""
-    run_dir.mkdir(parents=True, exist_ok=True)
-    (run_dir / "config.json").write_text(json.dumps(cfg, indent=2) + "\n")
+    """Save the resolved config in the run folder; set threads, the seed and the matmul precision;
+    returns the device."""
+    write_text_atomic(run_dir / "config.json", json.dumps(cfg, indent=2) + "\n")
     torch.set_num_threads(cfg["threads"])
     torch.manual_seed(cfg["seed"])
+    precision.apply(cfg["precision"])
     return pick_device(cfg["device"])
 
 
 def write_run_outputs(run_dir: Path, cfg: dict, state_dict: dict, history: list[dict], metrics: dict) -> None:
-    """model.pt (weights with the config), history.csv (one row per entry) and metrics.json."""
-    torch.save({"config": cfg, "state_dict": state_dict}, run_dir / "model.pt")
-    with open(run_dir / "history.csv", "w", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=list(history[0]))
-        writer.writeheader()
-        writer.writerows(history)
-    (run_dir / "metrics.json").write_text(json.dumps(metrics, indent=2) + "\n")
+    """model.pt (weights with the config), history.csv (one row per entry) and metrics.json, each atomically."""
+    write_atomic(run_dir / "model.pt", lambda f: torch.save({"config": cfg, "state_dict": state_dict}, f))
+    table = io.StringIO(newline="")
+    writer = csv.DictWriter(table, fieldnames=list(history[0]))
+    writer.writeheader()
+    writer.writerows(history)
+    write_text_atomic(run_dir / "history.csv", table.getvalue())
+    write_text_atomic(run_dir / "metrics.json", json.dumps(metrics, indent=2) + "\n")

@@ -1,116 +1,166 @@
-"""Training and evaluation of one language-model cell (AWD-LSTM recipe, as the PRU code runs it).
+"""The one training loop every task runs, and how a training cell stops, resumes and fails.
 
-Per batch: a random BPTT length (N(bptt, 5) w.p. 0.95, N(bptt/2, 5) otherwise, at least 5), the
-learning rate scaled by seq_len/bptt for that step, loss = cross entropy + AR + TAR, global gradient
-clipping, SGD. Per epoch: validation (with averaged weights once NT-ASGD averaging has started), the
-non-monotone trigger, the best checkpoint, and a resume checkpoint. The LRU recipe instead runs
-Adam at a fixed BPTT without clipping, stops early when validation stalls (recipe `early_stopping`)
-and also scores the test stream after every epoch (`test_every_epoch`, history.csv `test_loss`). At
-the end the best weights are evaluated on the validation and test streams with the test batch size.
+A task (``LanguageModelTask`` in rnnrepro.train.language_model, ``AutocompleteTask`` in
+rnnrepro.train.autocomplete) supplies what differs: the model and optimizer, the batches of an
+epoch, one optimizer step, the validation check (a row of history.csv, and when to stop) and the
+final metrics. This module owns what they share, written and tested once:
+
+- the run folder: ``config.json`` first, ``history.csv``, ``metrics.json`` and ``model.pt`` at the end,
+  every file written atomically (rnnrepro.train.files): a full disk or an unwritable folder stops the
+  cell naming the path and the fix, and never replaces a good file with a broken one;
+- the resume checkpoint (rnnrepro.train.checkpoint), written after every validation check and, on
+  SIGTERM (a scheduler's time limit), at the next batch boundary; a killed cell resumes bit for bit on a
+  CPU. A checkpoint written for another config is ignored; one that cannot be read back is moved aside
+  to ``<name>.damaged`` and the cell starts afresh, with a warning naming both files;
+- divergence: a loss that is NaN, infinite, or so large that its perplexity overflows a float
+  (above ~709.8 nats per prediction, where ``math.exp`` raises) stops the cell, naming it, the epoch and
+  batch, and the recipe values to lower;
+- the float32 matmul precision (rnnrepro.precision), set at the start and recorded in metrics.json;
+- the progress bar and the log lines rnnrepro.status reads.
 """
 
 from __future__ import annotations
 
+import copy
 import math
 import signal
 import sys
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any, Protocol
 
-import numpy as np
 import torch
-import torch.nn.functional as F
+from torch import nn
 from tqdm import tqdm
 
-from ..cells import detach_state
-from ..data.corpus import batchify, get_batch
-from ..models.language_model import LanguageModel
+from .. import precision
 from . import checkpoint
-from .averaging import WeightAverager
+from .common import provenance, start_run, write_run_outputs
+
+# The largest loss whose perplexity is a finite float64: math.exp raises OverflowError above it.
+LARGEST_LOSS = math.log(sys.float_info.max)
 
 
 class TrainingDiverged(RuntimeError):
-    """The loss became NaN or infinite."""
+    """The loss became NaN, infinite, or too large for its perplexity to be a number."""
 
 
 class TrainingInterrupted(RuntimeError):
     """SIGTERM arrived; a resume checkpoint was written."""
 
 
+def perplexity(loss: float) -> float:
+    """exp(loss), or inf where that overflows a float (a diverged model); NaN stays NaN."""
+    return math.exp(loss) if loss <= LARGEST_LOSS or math.isnan(loss) else math.inf
+
+
+def loss_problem(loss: float, what: str) -> str | None:
+    """Why ``loss`` means training diverged, or None when it is usable."""
+    if math.isfinite(loss) and loss <= LARGEST_LOSS:
+        return None
+    if math.isfinite(loss):
+        return f"the {what} loss is {loss:.4g} nats, too large for its perplexity to be a number"
+    return f"the {what} loss is {loss}"
+
+
 @dataclass
 class Progress:
-    """What is carried between epochs and saved in the resume checkpoint."""
+    """Where training stands; saved in the resume checkpoint."""
     epoch: int = 1                   # the epoch in progress (or next to run)
-    position: int = 0                # row of the batchified training stream where the epoch resumes
-    batches: int = 0
-    loss_sum: float = 0.0            # sum of per-batch cross entropies (this epoch)
-    tokens: int = 0
-    seconds: float = 0.0             # training seconds spent in this epoch so far
-    state: list | None = None        # carried hidden state mid-epoch
-    history: list = field(default_factory=list)  # one dict per finished epoch
+    batch: int = 0                   # batches done in this epoch
+    position: int = 0                # where in the epoch's data the next batch starts (the task's unit)
+    iteration: int = 0               # batches done in all epochs
+    loss_sum: float = 0.0            # sum of the batch losses since the last check
+    loss_batches: int = 0
+    items: int = 0                   # tokens (or observations) trained on, all epochs
+    seconds: float = 0.0             # training seconds (checks excluded), all epochs
+    check_items: int = 0             # ... since the last check
+    check_seconds: float = 0.0
+    history: list = field(default_factory=list)  # one row of history.csv per check
     best_val_loss: float = math.inf
     best_epoch: int = 0
     finished: bool = False
-    wall_seconds: float = 0.0        # wall time of earlier attempts (resumes)
+    wall_seconds: float = 0.0        # wall time of this cell up to its last checkpoint
+
+
+@dataclass
+class Step:
+    """What one optimizer step reports to the loop."""
+    loss: float        # the batch's training loss (cross entropy, nats per prediction)
+    items: int         # predictions (tokens) or observations it trained on
+    advance: int       # how far it moved Progress.position
+
+
+class Task(Protocol):
+    """What a task supplies to the training loop."""
+    model: nn.Module
+    optimizer: torch.optim.Optimizer
+    position_unit: str    # what Progress.position counts, for the log ("row", "batch")
+    advice: str           # the recipe values to lower when the loss diverges ("`lr` or `clip`")
+    check_at_start: bool  # validate the untrained model too (where a convergence curve starts)
+
+    def start(self, progress: Progress) -> None:
+        """A fresh start only (no checkpoint to resume): e.g. load a parent's weights."""
+
+    def epoch_length(self) -> int:
+        """The progress bar's total for one epoch, in units of Progress.position."""
+
+    def batches(self, progress: Progress) -> Iterator[Any]:
+        """The epoch's remaining batches, from ``progress.position``; draws its randomness lazily."""
+
+    def step(self, batch: Any, progress: Progress) -> Step:
+        """One optimizer step; raises TrainingDiverged (without the cell's name) before a bad update."""
+
+    def check_due(self, progress: Progress) -> bool:
+        """After a batch: is a validation check (and checkpoint) due?"""
+
+    def validate(self, progress: Progress) -> dict:
+        """The check's row of history.csv (with ``val_loss``); changes nothing else."""
+
+    def after_validation(self, row: dict, progress: Progress) -> None:
+        """Once the row is in ``progress.history``: keep the best weights, set ``progress.finished`` to stop."""
+
+    def report(self, row: dict, progress: Progress) -> str:
+        """The log line of a check (rnnrepro.status parses it)."""
+
+    def state_dict(self) -> dict:
+        """The task's own resumable state."""
+
+    def load_state_dict(self, state: dict, progress: Progress) -> None:
+        """Restore it; raise checkpoint.DamagedCheckpoint if a file it needs cannot be read."""
+
+    def final_metrics(self, progress: Progress) -> dict:
+        """Metrics of the trained model, and leave in ``model`` the weights model.pt keeps."""
+
+    def summary(self, metrics: dict) -> str:
+        """The headline numbers for the last log line."""
 
 
 class StopFlag:
-    """Set by SIGTERM (a SLURM time limit or preemption); checked between batches."""
+    """Set by SIGTERM (a SLURM time limit or preemption) while installed; checked between batches."""
 
     def __init__(self):
         self.requested = False
-
-    def install(self) -> None:
-        signal.signal(signal.SIGTERM, self._handle)
+        self._previous = None
 
     def _handle(self, signum, frame) -> None:
         self.requested = True
 
+    def __enter__(self) -> StopFlag:
+        self._previous = signal.signal(signal.SIGTERM, self._handle)
+        return self
 
-def make_optimizer(model: LanguageModel, recipe: dict) -> torch.optim.Optimizer:
-    """Adam for `adam`; plain SGD otherwise (NT-ASGD's averaging is the WeightAverager's job)."""
-    if recipe["optimizer"] == "adam":
-        return torch.optim.Adam(model.parameters(), lr=recipe["lr"], weight_decay=recipe["weight_decay"])
-    return torch.optim.SGD(model.parameters(), lr=recipe["lr"], weight_decay=recipe["weight_decay"])
-
-
-def training_step(model: LanguageModel, optimizer: torch.optim.Optimizer, recipe: dict, x: torch.Tensor,
-                  y: torch.Tensor, state: list) -> tuple[torch.Tensor, list]:
-    """One optimizer step on a BPTT window; returns the window's cross entropy and the carried state."""
-    for group in optimizer.param_groups:
-        group["lr"] = recipe["lr"] * x.size(0) / recipe["bptt"]
-    out = model(x, [detach_state(s) for s in state])
-    ce = F.cross_entropy(out.logits.reshape(-1, out.logits.size(-1)), y.reshape(-1))
-    loss = ce
-    if recipe["ar_alpha"]:
-        loss = loss + recipe["ar_alpha"] * out.last_dropped.pow(2).mean()
-    if recipe["tar_beta"]:
-        loss = loss + recipe["tar_beta"] * (out.last_raw[1:] - out.last_raw[:-1]).pow(2).mean()
-    if not torch.isfinite(loss):
-        raise TrainingDiverged(f"the training loss is {loss.item()}")
-    optimizer.zero_grad(set_to_none=True)
-    loss.backward()
-    if recipe["clip"] is not None:
-        torch.nn.utils.clip_grad_norm_(model.parameters(), recipe["clip"])
-    optimizer.step()
-    return ce.detach(), out.state
+    def __exit__(self, *exc) -> None:
+        signal.signal(signal.SIGTERM, self._previous)
 
 
-class Trainer:
-    def __init__(self, cfg: dict, model: LanguageModel, corpus, run_dir: Path, device: torch.device):
-        self.cfg, self.model, self.corpus, self.device = cfg, model, corpus, device
-        self.recipe = cfg["recipe"]
+class TrainingLoop:
+    def __init__(self, cfg: dict, task: Task, run_dir: Path, device: torch.device):
+        self.cfg, self.task, self.device = cfg, task, device
         self.ckpt_dir = checkpoint.checkpoint_dir(run_dir)
-        self.vocab_size = len(corpus.vocab)
-        self.train_data = batchify(corpus.train, self.recipe["batch_size"]).to(device)
-        self.optimizer = make_optimizer(model, self.recipe)
-        self.averager = WeightAverager()
-        if self.recipe["optimizer"] == "asgd":
-            self.averager.start()
-        self.bptt_rng = np.random.default_rng(cfg["seed"])
         self.progress = Progress()
-        self.stop = StopFlag()
         self._attempt_started = time.perf_counter()
         self._earlier_wall = 0.0
 
@@ -118,186 +168,156 @@ class Trainer:
         """Wall time of this cell over every attempt (up to each attempt's last checkpoint)."""
         return self._earlier_wall + time.perf_counter() - self._attempt_started
 
-    # ---- checkpointing -------------------------------------------------------------------
-    def save(self) -> None:
-        self.progress.wall_seconds = self.wall_seconds()
-        checkpoint.save_atomic({
-            "config": self.cfg,
-            "model": self.model.state_dict(),
-            "optimizer": self.optimizer.state_dict(),
-            "averager": self.averager.state_dict(),
-            "bptt_rng": self.bptt_rng.bit_generator.state,
-            "rng": checkpoint.rng_state(),
-            "progress": self.progress,
-        }, self.ckpt_dir / checkpoint.LAST)
-
-    def try_resume(self) -> bool:
-        path = self.ckpt_dir / checkpoint.LAST
-        if not path.exists():
-            return False
-        saved = checkpoint.load(path, self.device)
-        if saved["config"] != self.cfg:
-            print(f"[rnnrepro] {path} was written for a different config; starting this cell afresh",
-                  file=sys.stderr)
-            return False
-        self.model.load_state_dict(saved["model"])
-        self.optimizer.load_state_dict(saved["optimizer"])
-        self.averager.load_state_dict(saved["averager"])
-        self.bptt_rng.bit_generator.state = saved["bptt_rng"]
-        checkpoint.set_rng_state(saved["rng"])
-        self.progress = saved["progress"]
-        p = self.progress
-        self._earlier_wall = p.wall_seconds
-        print(f"[rnnrepro] resuming from {path}: epoch {p.epoch}, row {p.position}", file=sys.stderr)
-        return True
-
-    def save_best(self) -> None:
-        with self.averager.averaged(self.model):
-            checkpoint.save_atomic(self.model.state_dict(), self.ckpt_dir / checkpoint.BEST)
-
-    def load_best(self) -> None:
-        self.model.load_state_dict(checkpoint.load(self.ckpt_dir / checkpoint.BEST, self.device))
-
-    # ---- one epoch -----------------------------------------------------------------------
-    def _seq_len(self) -> int:
-        r = self.recipe
-        if not r["variable_bptt"]:
-            return r["bptt"]
-        base = r["bptt"] if self.bptt_rng.random() < 0.95 else r["bptt"] / 2
-        seq_len = max(5, int(self.bptt_rng.normal(base, 5)))
-        return min(seq_len, r["seq_len_cap"]) if r["seq_len_cap"] else seq_len
-
-    def _where(self, batch: int) -> str:
+    def where(self, batch: int) -> str:
         c = self.cfg
         return (f"cell {c['study']}/{c['corpus']}/{c['model']}/frac{c['fraction']}/seed{c['seed']}, "
                 f"epoch {self.progress.epoch}, batch {batch}")
 
-    def train_epoch(self) -> None:
-        r, p, model = self.recipe, self.progress, self.model
-        model.train()
-        data = self.train_data
-        rows = data.size(0)
-        state = p.state if p.state is not None else model.init_state(r["batch_size"])
-        started = time.perf_counter()
-        bar = tqdm(total=rows - 1, initial=p.position, desc=f"epoch {p.epoch}/{r['epochs']}",
-                   unit="step", file=sys.stderr, mininterval=1 if sys.stderr.isatty() else 30)
-        # AWD-LSTM's loop bound: every batch has at least two time steps (TAR needs a difference).
-        while p.position < rows - 2:
-            seq_len = self._seq_len()
-            x, y = get_batch(data, p.position, seq_len)
-            try:
-                ce, state = training_step(model, self.optimizer, r, x, y, state)
-            except TrainingDiverged as e:
-                raise TrainingDiverged(
-                    f"{self._where(p.batches + 1)}: {e} (lr {r['lr']}). The last good resume checkpoint is "
-                    f"kept in {self.ckpt_dir}. Lower `lr` or `clip` of recipe {self.cfg['recipe_name']!r} in "
-                    f"config/studies/{self.cfg['study']}.yaml and rerun (a changed config starts the cell "
-                    f"afresh).") from None
-            self.averager.update(model)
-            p.position += x.size(0)
-            p.batches += 1
-            p.loss_sum += ce.item()
-            p.tokens += y.numel()
-            bar.update(x.size(0))
-            bar.set_postfix(loss=f"{ce.item():.3f}", refresh=False)
-            if self.stop.requested:
-                p.seconds += time.perf_counter() - started
-                p.state = state
-                self.save()
-                bar.close()
-                raise TrainingInterrupted(f"{self._where(p.batches)}: stopped by SIGTERM; "
-                                          f"resume checkpoint written to {self.ckpt_dir}")
-        bar.close()
-        for group in self.optimizer.param_groups:
-            group["lr"] = r["lr"]
-        p.seconds += time.perf_counter() - started
+    def diverged(self, batch: int, problem: str) -> TrainingDiverged:
+        c = self.cfg
+        return TrainingDiverged(
+            f"{self.where(batch)}: {problem} (lr {c['recipe']['lr']}). The last good resume checkpoint is kept "
+            f"in {self.ckpt_dir}. Lower {self.task.advice} of recipe {c['recipe_name']!r} in "
+            f"config/studies/{c['study']}.yaml and rerun (a changed config starts the cell afresh).")
 
-    # ---- evaluation ----------------------------------------------------------------------
-    @torch.no_grad()
-    def evaluate(self, data: torch.Tensor, batch_size: int) -> float:
-        """Mean cross entropy (nats per token) over every prediction in the stream."""
-        model = self.model
-        model.eval()
-        source = batchify(data, batch_size).to(self.device)
-        state = model.init_state(batch_size)
-        total, count = 0.0, 0
-        for i in range(0, source.size(0) - 1, self.recipe["bptt"]):
-            x, y = get_batch(source, i, self.recipe["bptt"])
-            out = model(x, state)
-            state = out.state
-            total += F.cross_entropy(out.logits.reshape(-1, self.vocab_size), y.reshape(-1),
-                                     reduction="sum").item()
-            count += y.numel()
-        return total / count
+    # ---- checkpointing -------------------------------------------------------------------
+    def save(self) -> None:
+        t = self.task
+        self.progress.wall_seconds = self.wall_seconds()
+        checkpoint.save_atomic({
+            "config": self.cfg,
+            "model": t.model.state_dict(),
+            "optimizer": t.optimizer.state_dict(),
+            "rng": checkpoint.rng_state(),
+            "progress": self.progress,
+            "task": t.state_dict(),
+        }, self.ckpt_dir / checkpoint.LAST)
 
-    def _validate(self) -> float:
-        with self.averager.averaged(self.model):
-            return self.evaluate(self.corpus.valid, self.recipe["eval_batch_size"])
-
-    def _non_monotone(self, val_loss: float) -> bool:
-        """AWD-LSTM's test: worse than the best of all but the last `nonmono` recorded epochs."""
-        seen = [row["val_loss"] for row in self.progress.history]
-        n = self.recipe["nonmono"]
-        return len(seen) > n and val_loss > min(seen[:-n])
-
-    def _stalled(self) -> bool:
-        """The LRU authors' early stop: validation has failed `patience` epochs in a row to fall at
-        least `min_delta` below the previous epoch's (their char.py, `stop_thresh` and `eps`)."""
-        rule = self.recipe["early_stopping"]
-        if rule is None:
+    def try_resume(self) -> bool:
+        """Continue from the resume checkpoint if there is a usable one for this config."""
+        path = self.ckpt_dir / checkpoint.LAST
+        if not path.exists():
             return False
-        recent = [row["val_loss"] for row in self.progress.history][-(rule["patience"] + 1):]
-        return (len(recent) > rule["patience"]
-                and all(later > earlier - rule["min_delta"] for earlier, later in zip(recent, recent[1:])))
+        t = self.task
+        fresh = (copy.deepcopy(t.model.state_dict()), copy.deepcopy(t.optimizer.state_dict()),
+                 copy.deepcopy(t.state_dict()), checkpoint.rng_state())
+        try:
+            saved = checkpoint.load(path, self.device, ("config", "model", "optimizer", "rng", "progress", "task"))
+            if saved["config"] != self.cfg:
+                print(f"[rnnrepro] {path} was written for a different config; starting this cell afresh",
+                      file=sys.stderr)
+                return False
+            try:
+                t.model.load_state_dict(saved["model"])
+                t.optimizer.load_state_dict(saved["optimizer"])
+                checkpoint.set_rng_state(saved["rng"])
+                progress = saved["progress"]
+                t.load_state_dict(saved["task"], progress)
+            except checkpoint.DamagedCheckpoint:
+                raise
+            except (RuntimeError, KeyError, ValueError, TypeError, AttributeError) as e:
+                raise checkpoint.DamagedCheckpoint(path, f"it does not fit this model: {type(e).__name__}: "
+                                                   f"{str(e).splitlines()[0] if str(e) else ''}") from None
+        except checkpoint.DamagedCheckpoint as e:
+            t.model.load_state_dict(fresh[0])
+            t.optimizer.load_state_dict(fresh[1])
+            t.load_state_dict(fresh[2], Progress())
+            checkpoint.set_rng_state(fresh[3])
+            kept = ""
+            if e.path.exists():
+                kept = f"; moved it to {checkpoint.move_aside(e.path)} (delete that once you no longer need it)"
+            print(f"[rnnrepro] warning: {e}{kept}; starting this cell afresh", file=sys.stderr)
+            return False
+        self.progress = p = progress
+        self._earlier_wall = p.wall_seconds
+        print(f"[rnnrepro] resuming from {path}: epoch {p.epoch}, {t.position_unit} {p.position}, "
+              f"iteration {p.iteration}", file=sys.stderr)
+        return True
 
-    # ---- the whole run -------------------------------------------------------------------
-    def initialise_from(self, path: Path) -> None:
-        """Finetuning: start from another cell's best weights; they are the first 'best'."""
-        saved = checkpoint.load(path, self.device)
-        self.model.load_state_dict(saved["state_dict"])
+    def start_afresh(self) -> None:
+        for stale in (checkpoint.LAST, checkpoint.BEST):
+            (self.ckpt_dir / stale).unlink(missing_ok=True)
+        self.task.start(self.progress)
+        if self.task.check_at_start:
+            self._check()
+        else:
+            self.save()
+
+    # ---- training ------------------------------------------------------------------------
+    def _check(self) -> None:
         p = self.progress
-        p.best_val_loss, p.best_epoch = self._validate(), 0
-        self.save_best()
+        row = self.task.validate(p)
+        problem = loss_problem(row["val_loss"], "validation")
+        if problem:
+            raise self.diverged(p.batch, problem)
+        p.history.append(row)
+        self.task.after_validation(row, p)
+        p.loss_sum, p.loss_batches, p.check_items, p.check_seconds = 0.0, 0, 0, 0.0
+        self.save()
+        print(f"[rnnrepro] {self.task.report(row, p)}", file=sys.stderr)
+
+    def _epoch(self, stop: StopFlag) -> None:
+        t, p = self.task, self.progress
+        bar = tqdm(total=t.epoch_length(), initial=p.position, desc=f"epoch {p.epoch}/{self.cfg['recipe']['epochs']}",
+                   unit="step", file=sys.stderr, mininterval=1 if sys.stderr.isatty() else 30)
+        try:
+            for batch in t.batches(p):
+                started = time.perf_counter()
+                try:
+                    step = t.step(batch, p)
+                except TrainingDiverged as e:
+                    raise self.diverged(p.batch + 1, str(e)) from None
+                problem = loss_problem(step.loss, "training")
+                if problem:
+                    raise self.diverged(p.batch + 1, problem)
+                p.position += step.advance
+                p.batch += 1
+                p.iteration += 1
+                p.loss_sum += step.loss
+                p.loss_batches += 1
+                p.items += step.items
+                p.check_items += step.items
+                bar.update(step.advance)
+                bar.set_postfix(loss=f"{step.loss:.3f}", refresh=False)
+                seconds = time.perf_counter() - started
+                p.seconds += seconds
+                p.check_seconds += seconds
+                if t.check_due(p):
+                    self._check()
+                elif stop.requested:
+                    self.save()
+                if stop.requested:
+                    raise TrainingInterrupted(f"{self.where(p.batch)}: stopped by SIGTERM; resume checkpoint "
+                                              f"written to {self.ckpt_dir}")
+                if p.finished:
+                    return
+        finally:
+            bar.close()
+        p.epoch, p.batch, p.position = p.epoch + 1, 0, 0
 
     def fit(self) -> None:
-        r, p = self.recipe, self.progress
-        self.stop.install()
-        while not p.finished and p.epoch <= r["epochs"]:
-            self.train_epoch()
-            val_loss = self._validate()
-            if not math.isfinite(val_loss):
-                raise TrainingDiverged(f"{self._where(p.batches)}: the validation loss is {val_loss}")
-            non_monotone = self._non_monotone(val_loss)
-            if r["test_every_epoch"]:
-                with self.averager.averaged(self.model):
-                    test_loss = self.evaluate(self.corpus.test, r["test_batch_size"])
-            epoch_row = {
-                "epoch": p.epoch,
-                "train_loss": p.loss_sum / p.batches,
-                "train_ppl": math.exp(p.loss_sum / p.batches),
-                "val_loss": val_loss,
-                "val_ppl": math.exp(val_loss),
-                **({"test_loss": test_loss} if r["test_every_epoch"] else {}),
-                "lr": r["lr"],
-                "averaging": self.averager.active,
-                "seconds": p.seconds,
-                "tokens_per_s": p.tokens / p.seconds,
-            }
-            p.history.append(epoch_row)
-            print(f"[rnnrepro] epoch {p.epoch}: train ppl {epoch_row['train_ppl']:.2f}, "
-                  f"val ppl {epoch_row['val_ppl']:.2f}, {p.seconds:.1f}s, "
-                  f"{epoch_row['tokens_per_s']:.0f} tok/s", file=sys.stderr)
-            if val_loss < p.best_val_loss:
-                p.best_val_loss, p.best_epoch = val_loss, p.epoch
-                self.save_best()
-            if non_monotone and r["stop_on_nonmono"]:
-                p.finished = True
-            elif non_monotone and r["optimizer"] == "nt_asgd" and not self.averager.active:
-                self.averager.start()
-            if self._stalled():
-                p.finished = True
-            p.epoch += 1
-            p.position, p.batches, p.loss_sum, p.tokens, p.seconds, p.state = 0, 0, 0.0, 0, 0.0, None
-            if p.epoch > r["epochs"]:
-                p.finished = True
-            self.save()
+        with StopFlag() as stop:
+            while not self.progress.finished:
+                self._epoch(stop)
+
+    def finish(self, run_dir: Path) -> dict:
+        """Final metrics, and the run folder's outputs."""
+        t, p = self.task, self.progress
+        metrics = {**t.final_metrics(p), "wall_seconds": self.wall_seconds(), **provenance(self.device),
+                   **precision.describe(self.cfg["precision"])}
+        write_run_outputs(run_dir, self.cfg, t.model.state_dict(), p.history, metrics)
+        return metrics
+
+
+def run_cell(run_dir: Path, cfg: dict, make_task) -> dict:
+    """Train one cell: ``make_task(cfg, run_dir, device)`` builds the task (after the seed is set)."""
+    device = start_run(run_dir, cfg)
+    task = make_task(cfg, run_dir, device)
+    loop = TrainingLoop(cfg, task, run_dir, device)
+    if not loop.try_resume():
+        loop.start_afresh()
+    loop.fit()
+    metrics = loop.finish(run_dir)
+    print(f"[rnnrepro] done: {task.summary(metrics)}, {metrics['params']:,} params, "
+          f"{metrics['wall_seconds']:.0f}s", file=sys.stderr)
+    return metrics
