@@ -61,15 +61,15 @@ def _flatten(state):
     return [state] if isinstance(state, torch.Tensor) else [t for s in state for t in _flatten(s)]
 
 
-def _run(layer, x, state, windows=2, weight_drop=0.0, seed=0):
-    """Outputs of `windows` BPTT windows with the state carried (detached) between them, and the
-    gradients of a loss over all of them w.r.t. the input, the first state and every parameter."""
+def _run(layer, x, state, windows=(6, 6), weight_drop=0.0, seed=0):
+    """Outputs of BPTT windows of the given lengths with the state carried (detached) between them,
+    and the gradients of a loss over all of them w.r.t. the input, the first state and every parameter."""
     torch.manual_seed(seed)
     x = x.clone().requires_grad_(True)
     first = tuple(s.clone().requires_grad_(True) for s in _flatten(state))
     state = first[0] if isinstance(state, torch.Tensor) else _restructure(state, list(first))
     outputs, loss = [], 0.0
-    for window in x.chunk(windows, dim=0):
+    for window in x.split(list(windows), dim=0):
         out, state = run_with_weight_drop(layer, window, state, weight_drop, training=weight_drop > 0)
         outputs.append(out)
         loss = loss + (out * torch.linspace(-1, 1, out.size(-1), dtype=out.dtype, device=out.device)).sum()
@@ -179,8 +179,8 @@ def test_cuda_fast_paths_match_eager_gpu_loop_with_weight_drop(cell):
     x, state = _inputs(cell, layer, dtype, "cuda", steps=15)
     for _ in range(2):
         with gpu.settings(kernels=False, graphs=False):
-            expected = _run(layer, x, state, windows=3, weight_drop=0.5, seed=4)
-        result = _run(layer, x, state, windows=3, weight_drop=0.5, seed=4)
+            expected = _run(layer, x, state, windows=(4, 5, 6), weight_drop=0.5, seed=4)
+        result = _run(layer, x, state, windows=(4, 5, 6), weight_drop=0.5, seed=4)
         _assert_close(result, expected, dtype)
 
 
@@ -192,9 +192,9 @@ def test_cuda_triton_kernels_match_eager_gpu_loop(cell, options):
     layer = _layer(cell, options, torch.float64, "cuda")
     x, state = _inputs(cell, layer, torch.float64, "cuda", steps=70, batch=4)
     with gpu.settings(kernels=False, graphs=False):
-        expected = _run(layer, x, state)
+        expected = _run(layer, x, state, windows=(35, 35))
     assert gpu.kernels_for(x) is not None
-    _assert_close(_run(layer, x, state), expected, torch.float64)
+    _assert_close(_run(layer, x, state, windows=(35, 35)), expected, torch.float64)
 
 
 @cuda
@@ -216,3 +216,26 @@ def test_captured_loop_replays_per_shape():
         a = torch.randn(steps, 3, 5, device="cuda")
         torch.testing.assert_close(gpu.captured(loop, (a, w)), loop(a, w))
     assert len(gpu._CACHE) == 2
+
+
+@cuda
+@needs_cuda
+@pytest.mark.parametrize("cell", sorted(CELLS))
+def test_cuda_fast_paths_without_gradients_match_eager(cell):
+    """Evaluation (no_grad): forward-only captured graphs, consecutive windows with the state carried."""
+    precision.apply("fp32")
+    layer = _layer(cell, {}, torch.float32, "cuda")
+    x, state = _inputs(cell, layer, torch.float32, "cuda", steps=12)
+
+    def evaluate():
+        outputs, carried = [], state
+        with torch.no_grad():
+            for window in x.split([6, 6]):
+                out, carried = layer(window, carried)
+                outputs.append(out)
+        return torch.cat(outputs)
+
+    with gpu.settings(kernels=False, graphs=False):
+        expected = evaluate()
+    for _ in range(2):
+        torch.testing.assert_close(evaluate(), expected, atol=2e-5, rtol=0)
