@@ -10,6 +10,10 @@ min_version("9.0")
 configfile: "config/config.yaml"
 
 
+# `snakemake --report report.html`: every table and figure with its caption (docs/report.md)
+report: "workflow/report/workflow.rst"
+
+
 include: "workflow/rules/common.smk"
 include: "workflow/rules/data.smk"
 include: "workflow/rules/train.smk"

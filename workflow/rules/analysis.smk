@@ -15,8 +15,14 @@ for _study in STUDIES:
                 metrics=artifact_metrics(_study, _artifact),
                 evaluations=artifact_evaluation_files(STUDIES[_study], config, _artifact),
             output:
-                tables=_out["tables"],
-                figures=_out["figures"],
+                tables=[
+                    report_output(path, _study, _artifact, "table")
+                    for path in _out["tables"]
+                ],
+                figures=[
+                    report_output(path, _study, _artifact, "figure")
+                    for path in _out["figures"]
+                ],
                 notebook=_out["notebook"],
             log:
                 f"logs/notebooks/{_study}_{_artifact}.log",
@@ -25,6 +31,10 @@ for _study in STUDIES:
             params:
                 study=_study,
                 artifact=_artifact,
+                # the report's caption of its tables and figures (workflow/report/caption.rst)
+                caption=artifact_caption(
+                    STUDIES[_study], config, _artifact, Path(workflow.basedir)
+                ),
             shell:
                 "python -m rnnrepro.analysis.run_notebook {input.notebook} {output.notebook} "
                 "--study {params.study} --artifact {params.artifact} --metrics {input.metrics:q} "
@@ -46,14 +56,25 @@ rule claims:
         studies=[f"config/studies/{study}.yaml" for study in STUDIES],
         tables=all_tables(),
     output:
-        table="results/tables/claims.csv",
-        figure="results/figures/claims.png",
+        table=report(
+            "results/tables/claims.csv",
+            caption="../report/caption.rst",
+            category="Claims scorecard",
+            labels={"artifact": "claims", "type": "table", "name": "claims"},
+        ),
+        figure=report(
+            "results/figures/claims.png",
+            caption="../report/caption.rst",
+            category="Claims scorecard",
+            labels={"artifact": "claims", "type": "figure", "name": "claims"},
+        ),
         notebook="results/notebooks/claims.ipynb",
     log:
         "logs/notebooks/claims.log",
     conda:
         ENV
     params:
+        caption=claims_caption(config, STUDIES, Path(workflow.basedir)),
         run_config=json.dumps(
             {
                 "budget": config["budget"],

@@ -10,6 +10,7 @@ SRC = Path(workflow.basedir) / "src"
 sys.path.insert(0, str(SRC))
 from rnnrepro import grid
 from rnnrepro.configuration import ConfigError, load_run_config, load_study
+from rnnrepro.report import artifact_caption, claims_caption
 from rnnrepro.analysis.claims import check_claims
 from rnnrepro.data.autocomplete import AUTOCOMPLETE_DATASETS
 from rnnrepro.data.registry import DATASETS
@@ -48,6 +49,17 @@ def artifact_outputs(study, artifact):
         "figures": [f"results/figures/{name}.png" for name in spec["figures"]],
         "notebook": f"results/notebooks/{study}_{artifact}.ipynb",
     }
+
+
+def report_output(path, study, artifact, kind):
+    """An artifact's table or figure, shown in `snakemake --report` under its study and artifact."""
+    return report(
+        path,
+        caption="../report/caption.rst",
+        category=STUDIES[study]["title"],
+        subcategory=artifact,
+        labels={"artifact": artifact, "type": kind, "name": Path(path).stem},
+    )
 
 
 def all_artifacts():

@@ -1,0 +1,127 @@
+"""Captions of the Snakemake report (``snakemake --report report.html``), one per artifact.
+
+Every table and figure an artifact's notebook writes is marked ``report()`` in
+``workflow/rules/analysis.smk``; its caption (the template ``workflow/report/caption.rst``) is the
+text :func:`artifact_caption` builds from the files that define the artifact, never written by hand
+(the claims scorecard's: :func:`claims_caption`):
+
+- what it shows and which paper artifact it replicates: the notebook's first markdown cell (its title
+  and description) and the study's title;
+- the budget and the data it was made from: the run config and the artifact's cells under that budget
+  (paper datasets, the corpora actually trained on, models, fractions, seeds);
+- where the paper's numbers come from: the study file's ``paper.<artifact>`` entry and the comment
+  above its ``paper:`` section, which names the source (a table, a figure read off, the authors' code).
+
+No torch: the Snakefile calls this when it builds the rules.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from . import grid
+
+MARKDOWN_CELL = re.compile(r"^# %% \[markdown\]\n((?:#.*\n?)+)", re.MULTILINE)
+
+
+def notebook_header(notebook: Path) -> tuple[str, str]:
+    """(title, description) of a jupytext percent notebook's first markdown cell."""
+    match = MARKDOWN_CELL.search(notebook.read_text())
+    if match is None:
+        return notebook.stem, ""
+    lines = [line.removeprefix("#").removeprefix(" ") for line in match.group(1).splitlines()]
+    title = next((line.removeprefix("# ") for line in lines if line.startswith("# ")), notebook.stem)
+    body = [line for line in lines if not line.startswith("# ")]
+    return title, "\n".join(body).strip()
+
+
+def paper_source(study_file: Path) -> str:
+    """The comment block right above the study file's top-level ``paper:`` key (where the values come from)."""
+    lines = study_file.read_text().splitlines()
+    if "paper:" not in lines:
+        return ""
+    comments = []
+    for line in reversed(lines[:lines.index("paper:")]):
+        if not line.startswith("#"):
+            break
+        comments.insert(0, line.removeprefix("#").strip())
+    return " ".join(comments)
+
+
+def rst_inline(text: str) -> str:
+    """Markdown inline code (`x`) as reStructuredText literals (``x``)."""
+    return re.sub(r"(?<!`)`([^`\n]+)`(?!`)", r"``\1``", text)
+
+
+def _data_lines(study: dict, config: dict, artifact: str) -> list[str]:
+    cells = grid.artifact_cells(study, config, artifact)
+    if not cells:
+        return ["No training: the notebook computes it from the study file and the models' definitions."]
+    datasets = {}
+    for cell in cells:
+        dataset = grid.dataset_for(study, config, cell.corpus)
+        datasets.setdefault(dataset, grid.corpus_for(study, config, dataset))
+    data = ", ".join(dataset if corpus == dataset else f"{dataset} (trained on the stand-in {corpus})"
+                     for dataset, corpus in datasets.items())
+    models = sorted({cell.model for cell in cells})
+    fractions = sorted({cell.fraction for cell in cells})
+    seeds = sorted({cell.seed for cell in cells})
+    return [f"Data: {data}.",
+            f"Training cells: {len(cells)} ({len(models)} models x {len(fractions)} data fraction(s) "
+            f"{', '.join(f'{f} %' for f in fractions)} x seeds {', '.join(map(str, seeds))}), "
+            f"under ``results/runs/{study['study']}/``."]
+
+
+def artifact_caption(study: dict, config: dict, artifact: str, root: Path) -> str:
+    """The reStructuredText caption of an artifact's tables and figures (see the module docstring)."""
+    spec = study["artifacts"][artifact]
+    study_file = root / "config" / "studies" / f"{study['study']}.yaml"
+    title, description = notebook_header(root / spec["notebook"])
+    budget = config["budget"]
+    if study["paper"].get(artifact):
+        source = paper_source(study_file)
+        paper = (f"Paper values (the ``paper_*`` columns) come from ``paper.{artifact}`` in "
+                 f"``config/studies/{study['study']}.yaml``." + (f" Their source: {source}" if source else ""))
+    else:
+        paper = (f"Paper values: none listed under ``paper.{artifact}`` in ``config/studies/{study['study']}.yaml``; "
+                 f"the description above says what the paper reports for it.")
+    lines = [
+        f"**{rst_inline(title)}**",
+        "",
+        f"Replicates: {study['title']}, artifact ``{artifact}``.",
+        "",
+        rst_inline(description),
+        "",
+        f"Budget: ``{budget}``" + (" (synthetic stand-in corpora: only the shape is comparable, not the numbers)."
+                                    if budget == "smoke" else "."),
+        "",
+        *_data_lines(study, config, artifact),
+        "",
+        rst_inline(paper),
+        "",
+        f"Made by ``{spec['notebook']}`` (executed copy: ``results/notebooks/{study['study']}_{artifact}.ipynb``).",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def claims_caption(config: dict, studies: dict[str, dict], root: Path) -> str:
+    """The caption of the claims scorecard (table and figure)."""
+    title, description = notebook_header(root / "notebooks" / "claims.py")
+    claims = sum(len(study.get("claims", {})) for study in studies.values())
+    return "\n".join([
+        f"**{rst_inline(title)}**",
+        "",
+        f"Replicates: the papers' claims, {claims} of them, from the study files of "
+        f"{', '.join(study['title'] for study in studies.values())}.",
+        "",
+        rst_inline(description),
+        "",
+        f"Budget: ``{config['budget']}``; seeds {', '.join(map(str, config['seeds']))}; the data of each "
+        f"claim's artifact (see that artifact's caption).",
+        "",
+        "Paper values: each claim's paper numbers come from its study file's ``paper:`` section, and the "
+        "claim's ``source`` there names the place in the paper.",
+        "",
+        "Made by ``notebooks/claims.py`` (executed copy: ``results/notebooks/claims.ipynb``).",
+    ]) + "\n"
