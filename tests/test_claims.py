@@ -333,3 +333,34 @@ def test_smoke_pipeline_scorecard(smoke_project):
     assert (card["verdict"] == NOT_TESTED).all() and card["reason"].str.startswith("synthetic data").all()
     assert (card["budget"] == "smoke").all()
     assert (smoke_project / "results/figures/claims.png").stat().st_size > 0
+
+
+def test_claims_rule_command_writes_the_scorecard(tmp_path):
+    """The claims rule's command (python -m rnnrepro.analysis.claims) on a hand-written nlstm table."""
+    project = copy_project(tmp_path)
+    rows = [("gru_2x600", 2.2, 3.0, 2.1497), ("lstm_2x600", 2.3, 2.9, 2.2899), ("nlstm_1x600_d2", 2.6, 2.8, 2.6051)]
+    table = pd.DataFrame(
+        [{"dataset": "text8_autocomplete", "model": m, "seed": 1111, "test_cross_entropy_mean": ce,
+          "early_val_loss_mean": early, "paper_test_cross_entropy": paper} for m, ce, early, paper in rows])
+    (project / "results/tables").mkdir(parents=True)
+    table.to_csv(project / "results/tables/nlstm_test.csv", index=False)
+    run_config = json.dumps({"budget": "reduced", "seeds": [1111], "studies": ["nlstm"]})
+    result = python_in(project, "-m", "rnnrepro.analysis.claims", "notebooks/claims.py", "results/notebooks/claims.ipynb",
+                       "--run-config", run_config, "--tables-in", "results/tables/nlstm_test.csv",
+                       "--table", "results/tables/claims.csv", "--figure", "results/figures/claims.png")
+    assert result.returncode == 0, result.stderr
+    card = pd.read_csv(project / "results/tables/claims.csv").set_index("claim")
+    assert card.loc["cross_entropy_ranking", "verdict"] == HELD
+    assert card.loc["nlstm_converges_faster_at_first", "verdict"] == HELD
+    assert card.loc["cross_entropy_ranking", "paper"] == "gru_2x600 2.15; lstm_2x600 2.29; nlstm_1x600_d2 2.605"
+    assert (project / "results/figures/claims.png").stat().st_size > 0
+
+
+def test_early_validation_loss_is_the_check_an_eighth_of_the_way():
+    from rnnrepro.analysis.autocomplete import early_validation_loss
+    curves = pd.DataFrame({"model": ["a"] * 5 + ["b"] * 5, "seed": [1] * 10,
+                           "iteration": [100, 200, 300, 400, 800] * 2,
+                           "val_loss": [5.0, 4.0, 3.0, 2.0, 1.0, 6.0, 5.5, 5.0, 4.5, 4.0]})
+    early = early_validation_loss(curves).set_index("model")
+    assert early.loc["a", "early_iteration"] == 100 and early.loc["a", "early_val_loss"] == 5.0
+    assert early.loc["b", "early_val_loss_mean"] == 6.0

@@ -302,6 +302,8 @@ def main(argv=None) -> int:
     parser.add_argument("--table", required=True, help="the scorecard CSV to write")
     parser.add_argument("--figure", required=True, help="the scorecard PNG to write")
     args = parser.parse_args(argv)
+    for path in (args.table, args.figure):
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
     parameters = {"run_config": json.loads(args.run_config), "metrics_files": [],
                   "table_files": [str(Path(t).resolve()) for t in args.tables_in],
                   "tables": [str(Path(args.table).resolve())], "figures": [str(Path(args.figure).resolve())]}
