@@ -77,6 +77,7 @@ from torch import nn
 from . import gpu
 from .base import RecurrentLayer
 from .counting import CONV_SUBSAMPLE_KERNEL, pooling_kernel_sizes, pyramid_level_sizes
+from .recurrence import grad_or_zeros
 
 TRANSFORMS = ("lt", "glt", "pt")
 SUBSAMPLES = ("avg", "max", "skip", "conv")
@@ -238,7 +239,10 @@ class PRULayer(RecurrentLayer):
         h, c = _split_groups(h, groups), _split_groups(c, groups)
         if self.context_transform_kind == "pt":
             y, h, c = _pyramid_context_loop(x_pre, h, c, self.context_transform)
-        else:  # on a GPU, replayed from CUDA graphs (forward and backward), one per sequence length
+        elif gpu.kernels_for(x_pre, h, c) is not None:  # GPU with Triton: fused gating, captured loops
+            y, c = _FusedLinearContextRecurrence.apply(x_pre, h, c, self._context_weight())
+            h = y[-1]
+        else:  # on a GPU without Triton, replayed from CUDA graphs (forward and backward) per length
             y, h, c = gpu.graphed(_linear_context_loop, (x_pre, h, c, self._context_weight()))
         return _merge_groups(y), (_merge_groups(h), _merge_groups(c))
 
@@ -272,6 +276,55 @@ def _linear_context_loop(x_pre: torch.Tensor, h: torch.Tensor, c: torch.Tensor, 
         h, c = lstm_gating(torch.baddbmm(x_t, h, weight), c)
         outputs.append(h)
     return torch.stack(outputs), h, c
+
+
+class _FusedLinearContextRecurrence(torch.autograd.Function):
+    """The linear-context loop of ``_linear_context_loop`` with a hand-written backward, for the GPU:
+    per step one ``baddbmm`` and one fused Triton gating kernel (forward and backward), each loop
+    replayed from a CUDA graph; the weight gradient is one batched product over all steps. Returns
+    every h (T, G, B, M/G) and the last c."""
+
+    @staticmethod
+    def forward(ctx, x_pre: torch.Tensor, h0: torch.Tensor, c0: torch.Tensor, weight: torch.Tensor):
+        hidden, cells, tanh_cells, gates = gpu.captured(_fused_forward_loop, (x_pre, h0, c0, weight))
+        ctx.save_for_backward(hidden, cells, tanh_cells, gates, weight)
+        return hidden[1:], cells[-1]
+
+    @staticmethod
+    def backward(ctx, grad_hidden: torch.Tensor, grad_last_cell: torch.Tensor):
+        hidden, cells, tanh_cells, gates, weight = ctx.saved_tensors
+        grad_hidden = grad_or_zeros(grad_hidden, hidden[1:]).contiguous()
+        grad_last_cell = grad_or_zeros(grad_last_cell, cells[-1]).contiguous()
+        grad_pre, grad_h0, grad_c0 = gpu.captured(
+            _fused_backward_loop, (grad_hidden, grad_last_cell, cells, tanh_cells, gates, weight))
+        previous = hidden[:-1].transpose(0, 1).flatten(1, 2)          # (G, T*B, M/G)
+        grad_weight = torch.bmm(previous.transpose(1, 2), grad_pre.transpose(0, 1).flatten(1, 2))
+        return grad_pre, grad_h0, grad_c0, grad_weight
+
+
+def _fused_forward_loop(x_pre: torch.Tensor, h0: torch.Tensor, c0: torch.Tensor, weight: torch.Tensor):
+    kernels = gpu.kernels_for(x_pre)
+    x_pre = x_pre.contiguous()
+    steps = x_pre.size(0)
+    hidden, cells = x_pre.new_empty(steps + 1, *h0.shape), x_pre.new_empty(steps + 1, *c0.shape)
+    tanh_cells, gates = x_pre.new_empty(steps, *c0.shape), torch.empty_like(x_pre)
+    hidden[0], cells[0] = h0, c0
+    for t in range(steps):
+        pre = torch.baddbmm(x_pre[t], hidden[t], weight)
+        kernels.lstm_step(pre, cells[t], gates[t], cells[t + 1], tanh_cells[t], hidden[t + 1])
+    return hidden, cells, tanh_cells, gates
+
+
+def _fused_backward_loop(grad_hidden, grad_last_cell, cells, tanh_cells, gates, weight):
+    kernels = gpu.kernels_for(grad_hidden)
+    grad_pre = torch.empty_like(gates)
+    weight_t = weight.transpose(1, 2)                                  # g ↦ g W^T per group
+    grad_h, grad_c = torch.zeros_like(grad_last_cell), grad_last_cell
+    for t in range(gates.size(0) - 1, -1, -1):
+        grad_c = kernels.lstm_step_backward(grad_h, grad_hidden[t], grad_c, gates[t], cells[t], tanh_cells[t],
+                                            grad_pre[t])
+        grad_h = torch.bmm(grad_pre[t], weight_t)
+    return grad_pre, grad_h, grad_c
 
 
 def _pyramid_context_loop(x_pre: torch.Tensor, h: torch.Tensor, c: torch.Tensor, pyramid: nn.Module):

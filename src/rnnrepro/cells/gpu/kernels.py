@@ -1,4 +1,5 @@
-"""Triton kernels for the element-wise recurrences: whole-sequence scans (LRN, SRU) and fused steps (ATR).
+"""Triton kernels for the element-wise recurrences: whole-sequence scans (LRN, SRU) and fused steps (ATR,
+and the LSTM gating of the PRU).
 
 Imported only through :mod:`rnnrepro.cells.gpu` when Triton is installed (it ships with CUDA builds of
 torch, not with CPU ones). Each kernel computes exactly the quantities the cell's eager loop computes
@@ -9,9 +10,10 @@ Scans (LRN, SRU): one program owns ``BLOCK`` lanes of the (B, M) state and walks
 forward or backward, with the state held in registers: one kernel launch per layer and direction
 instead of ~5 launches per step. The lanes are independent because both recurrences are element-wise.
 
-Fused steps (ATR): a step needs ``U h_{t-1}`` (a cuBLAS product) before its gates, so the sequence
-cannot be one element-wise kernel; the product stays a ``torch.addmm`` and everything else of the step
-(two sigmoids, the twin-gate combination and the tanh, or their derivatives) is one kernel.
+Fused steps (ATR, PRU): a step needs ``U h_{t-1}`` (a cuBLAS product) before its gates, so the sequence
+cannot be one element-wise kernel; the product stays a ``torch.addmm`` / ``torch.baddbmm`` and everything
+else of the step (ATR: two sigmoids, the twin-gate combination and the tanh; PRU: the LSTM gating, ~10
+operators), or its derivative, is one kernel.
 
 Every input is a (T, B, M)-shaped view whose last dimension is contiguous; views into the packed
 projections are passed with their strides, not copied. ``tanh`` is written through ``exp`` because
@@ -237,3 +239,63 @@ def atr_step_backward(grad_h, grad_out_t, h_next, p_t, h_prev, in_gate, fg_gate,
     _atr_step_backward_kernel[_grid(lanes)](grad_h, grad_out_t, h_next, p_t, h_prev, in_gate, fg_gate, grad_p_t,
                                             grad_q_t, grad_carry, lanes, BLOCK=BLOCK)
     return grad_carry
+
+
+# ---------------------------------------------------------------- LSTM gating (PRU, fused steps)
+@triton.jit
+def _lstm_step_kernel(pre, c_prev, gates, c_next, tanh_c, h_next, lanes_total, m, BLOCK: tl.constexpr):
+    lanes = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = lanes < lanes_total
+    base = (lanes // m) * 4 * m + lanes % m     # gate rows f, g, i, o of this unit
+    f = tl.sigmoid(tl.load(pre + base, mask=mask))
+    g = _tanh(tl.load(pre + base + m, mask=mask))
+    i = tl.sigmoid(tl.load(pre + base + 2 * m, mask=mask))
+    o = tl.sigmoid(tl.load(pre + base + 3 * m, mask=mask))
+    c = f * tl.load(c_prev + lanes, mask=mask) + i * g
+    squashed = _tanh(c)
+    tl.store(gates + base, f, mask=mask)
+    tl.store(gates + base + m, g, mask=mask)
+    tl.store(gates + base + 2 * m, i, mask=mask)
+    tl.store(gates + base + 3 * m, o, mask=mask)
+    tl.store(c_next + lanes, c, mask=mask)
+    tl.store(tanh_c + lanes, squashed, mask=mask)
+    tl.store(h_next + lanes, o * squashed, mask=mask)
+
+
+@triton.jit
+def _lstm_step_backward_kernel(grad_h, grad_y, grad_c, gates, c_prev, tanh_c, grad_pre, grad_c_prev, lanes_total, m,
+                               BLOCK: tl.constexpr):
+    lanes = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = lanes < lanes_total
+    base = (lanes // m) * 4 * m + lanes % m
+    f = tl.load(gates + base, mask=mask)
+    g = tl.load(gates + base + m, mask=mask)
+    i = tl.load(gates + base + 2 * m, mask=mask)
+    o = tl.load(gates + base + 3 * m, mask=mask)
+    squashed = tl.load(tanh_c + lanes, mask=mask)
+    dh = tl.load(grad_h + lanes, mask=mask) + tl.load(grad_y + lanes, mask=mask)
+    dc = tl.load(grad_c + lanes, mask=mask) + dh * o * (1.0 - squashed * squashed)
+    tl.store(grad_pre + base, dc * tl.load(c_prev + lanes, mask=mask) * f * (1.0 - f), mask=mask)
+    tl.store(grad_pre + base + m, dc * i * (1.0 - g * g), mask=mask)
+    tl.store(grad_pre + base + 2 * m, dc * g * i * (1.0 - i), mask=mask)
+    tl.store(grad_pre + base + 3 * m, dh * squashed * o * (1.0 - o), mask=mask)
+    tl.store(grad_c_prev + lanes, dc * f, mask=mask)
+
+
+def lstm_step(pre, c_prev, gates, c_next, tanh_c, h_next) -> None:
+    """LSTM gating of one step from pre-activations (..., 4m) in gate order (f, g, i, o): writes the
+    activated gates, c_t, tanh(c_t) and h_t (all contiguous, states (..., m))."""
+    m = c_prev.size(-1)
+    lanes = c_prev.numel()
+    _lstm_step_kernel[_grid(lanes)](pre, c_prev, gates, c_next, tanh_c, h_next, lanes, m, BLOCK=BLOCK)
+
+
+def lstm_step_backward(grad_h, grad_y, grad_c, gates, c_prev, tanh_c, grad_pre) -> torch.Tensor:
+    """One backward step of the gating: writes dL/d(pre-activations) into ``grad_pre`` and returns
+    dL/dc_{t-1}; ``grad_h`` is dL/dh_t through the recurrence, ``grad_y`` through the output."""
+    m = c_prev.size(-1)
+    lanes = c_prev.numel()
+    grad_c_prev = torch.empty_like(c_prev)
+    _lstm_step_backward_kernel[_grid(lanes)](grad_h, grad_y, grad_c, gates, c_prev, tanh_c, grad_pre, grad_c_prev,
+                                             lanes, m, BLOCK=BLOCK)
+    return grad_c_prev
