@@ -172,7 +172,8 @@ def test_cuda_matches_cpu(cell, dtype):
 @needs_cuda
 @pytest.mark.parametrize("cell", sorted(c for c in CELLS if build_layer(c, *SHAPES[c][:2], **SHAPES[c][2])
                                         .recurrent_weight_names))
-def test_cuda_fast_paths_match_eager_gpu_loop_with_weight_drop(cell):
+@pytest.mark.parametrize("fast_paths", [{}, {"kernels": False}], ids=["kernels+graphs", "graphs only"])
+def test_cuda_fast_paths_match_eager_gpu_loop_with_weight_drop(cell, fast_paths):
     """Captured / fused loops against the eager GPU loop: the same dropout masks (same seed), state
     carried over three windows of different lengths, each shape replayed twice."""
     dtype = torch.float32
@@ -182,7 +183,8 @@ def test_cuda_fast_paths_match_eager_gpu_loop_with_weight_drop(cell):
     for _ in range(2):
         with gpu.settings(kernels=False, graphs=False):
             expected = _run(layer, x, state, windows=(4, 5, 6), weight_drop=0.5, seed=4)
-        result = _run(layer, x, state, windows=(4, 5, 6), weight_drop=0.5, seed=4)
+        with gpu.settings(**fast_paths):
+            result = _run(layer, x, state, windows=(4, 5, 6), weight_drop=0.5, seed=4)
         _assert_close(result, expected, dtype)
 
 
