@@ -303,7 +303,7 @@ class _FusedLinearContextRecurrence(torch.autograd.Function):
 
 
 def _fused_forward_loop(x_pre: torch.Tensor, h0: torch.Tensor, c0: torch.Tensor, weight: torch.Tensor):
-    kernels = gpu.kernels_for(x_pre)
+    from .gpu import kernels  # Triton: only reached where gpu.kernels_for found it
     x_pre = x_pre.contiguous()
     steps = x_pre.size(0)
     hidden, cells = x_pre.new_empty(steps + 1, *h0.shape), x_pre.new_empty(steps + 1, *c0.shape)
@@ -316,7 +316,7 @@ def _fused_forward_loop(x_pre: torch.Tensor, h0: torch.Tensor, c0: torch.Tensor,
 
 
 def _fused_backward_loop(grad_hidden, grad_last_cell, cells, tanh_cells, gates, weight):
-    kernels = gpu.kernels_for(grad_hidden)
+    from .gpu import kernels
     grad_pre = torch.empty_like(gates)
     weight_t = weight.transpose(1, 2)                                  # g ↦ g W^T per group
     grad_h, grad_c = torch.zeros_like(grad_last_cell), grad_last_cell
