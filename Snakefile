@@ -18,6 +18,7 @@ include: "workflow/rules/common.smk"
 include: "workflow/rules/data.smk"
 include: "workflow/rules/train.smk"
 include: "workflow/rules/evaluate.smk"
+include: "workflow/rules/speed.smk"
 include: "workflow/rules/analysis.smk"
 
 

@@ -104,9 +104,12 @@ def _scaled(width: int, budget: dict) -> int:
     return max(multiple, round(width * scale / multiple) * multiple)
 
 
-def architecture(study: dict, config: dict, model_id: str, corpus: str) -> dict:
-    """A model's layer sizes under the current budget: scaled widths, or sized to its parameter budget."""
-    model, budget = study["models"][model_id], budget_of(study, config)
+def architecture(study: dict, config: dict, model_id: str, corpus: str, dataset: str | None = None) -> dict:
+    """A model's layer sizes under the current budget: scaled widths, or sized to its parameter budget.
+    The study's ``dataset_architectures`` change a paper dataset's widths first (the LRN authors'
+    WT-2 models are wider than their PTB ones)."""
+    budget = budget_of(study, config)
+    model = {**study["models"][model_id], **study.get("dataset_architectures", {}).get(dataset, {})}
     same_width = model["embedding_size"] == "hidden_size"
     if "param_budget" in model:
         if corpus not in study.get("vocab_sizes", {}):
@@ -122,7 +125,9 @@ def architecture(study: dict, config: dict, model_id: str, corpus: str) -> dict:
         embedding = hidden if same_width else _scaled(model["embedding_size"], budget)
     return {"cell": model["cell"], "embedding_size": embedding, "hidden_size": hidden, "layers": model["layers"],
             "tie_weights": model["tie_weights"], "cell_options": dict(model["cell_options"]),
-            "param_budget": param_budget, **({"init": model["init"]} if "init" in model else {})}
+            "param_budget": param_budget, **({"init": model["init"]} if "init" in model else {}),
+            **({"last_hidden_size": _scaled(model["last_hidden_size"], budget)} if "last_hidden_size" in model else {}),
+            **({"head": dict(model["head"])} if "head" in model else {})}
 
 
 def resolve_cell(study: dict, config: dict, cell: Cell) -> dict:
@@ -154,7 +159,7 @@ def resolve_cell(study: dict, config: dict, cell: Cell) -> dict:
         "threads": config["threads"],
         "precision": config["precision"],
         "data": {"dir": f"{PROCESSED}/{corpus}", "train_file": train_file(corpus, cell.fraction)},
-        "architecture": architecture(study, config, cell.model, corpus),
+        "architecture": architecture(study, config, cell.model, corpus, dataset),
         "recipe_name": recipe_name,
         "recipe": recipe,
         "init_from": f"{parent.run_dir}/model.pt" if parent else None,

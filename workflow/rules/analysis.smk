@@ -14,6 +14,11 @@ for _study in STUDIES:
                 study=f"config/studies/{_study}.yaml",
                 metrics=artifact_metrics(_study, _artifact),
                 evaluations=artifact_evaluation_files(STUDIES[_study], config, _artifact),
+                speed=(
+                    f"results/speed/{_study}.json"
+                    if STUDIES[_study]["artifacts"][_artifact].get("speed")
+                    else []
+                ),
             output:
                 tables=[
                     report_output(path, _study, _artifact, "table")

@@ -1,0 +1,290 @@
+"""The `lrn` study's analyses: the LM table, the speed benchmark and the unfolded LRN.
+
+- :func:`lm_table` joins each finetuned cell's metrics, its base cell's metrics (the checkpoint it was
+  finetuned from, named in its ``config.json``) and its dynamic evaluation into one row per dataset and
+  model: validation and test perplexity for Base, +Finetune, +Dynamic, the paper's test perplexities
+  beside them (reference note lrn.md §3.4).
+- :func:`measure_speed` (``python -m rnnrepro.analysis.lrn speed``, run by the ``speed`` rule) times
+  one training batch of each model's whole LM and one layer's forward + backward on the device it runs
+  on; :func:`speed_table` puts them as ratios to the first model (the LSTM) beside the paper's
+  training-time ratios (note §4, SNLI and document classification).
+- :func:`unfolded_weights`: with h_0 = 0 and g = identity an LRN layer's state is
+  h_t = Σ_{k≤t} w_{k→t} ⊙ v_k with w_{k→t} = i_k ⊙ Π_{l=k+1..t} f_l (paper §4; note §6), computed
+  from the gates of one pass (:func:`lrn_gates`) through cumulative sums of log f. With g = tanh the
+  same product is only the gates' share of the path (tanh rescales the state at every step), so the
+  notebook reads it as a gate pattern, not as an exact decomposition.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import pandas as pd
+
+from .results import paper_values, read_cells
+
+STAGES = ("base", "finetune", "dynamic")
+
+
+# ---------------------------------------------------------------- the LM table (torch-free)
+
+def lm_table(metrics_files: list[str], dynamic: pd.DataFrame | None, study: dict, artifact: str = "lm") -> pd.DataFrame:
+    """One row per (dataset, model, stage): params, val/test perplexity, the paper's test perplexity.
+
+    Stages: ``base`` (the checkpoint a finetuned cell started from, named by ``init_from`` in its
+    config.json), ``finetune`` (the cell itself) and ``dynamic`` (its dynamic evaluation, one row per
+    finetuned cell in ``dynamic``; None where it was not run: then no dynamic rows, never made-up ones).
+    Rows keep the finetuned model's id, so one selector names a cell across its three stages.
+    """
+    finetuned = read_cells(metrics_files)
+    base_files = []
+    for path in map(Path, metrics_files):
+        init_from = json.loads((path.parent / "config.json").read_text())["init_from"]
+        if init_from is None:
+            raise ValueError(f"{path.parent}: the lm table lists finetuned models only, but this cell was "
+                             f"not finetuned from anything (no init_from); list its *_ft model instead")
+        base_files.append(str(Path(init_from).parent / "metrics.json"))
+    base = read_cells(base_files)
+    keys = ["dataset", "corpus", "model", "fraction", "seed", "cell", "params", "embedding_size", "hidden_size"]
+    stages = [
+        finetuned[keys].assign(stage="base", val_ppl=base["val_ppl"].to_numpy(), test_ppl=base["test_ppl"].to_numpy(),
+                               epochs=base["epochs"].to_numpy(), recipe=base["recipe"].to_numpy(),
+                               budget=base["budget"].to_numpy()),
+        finetuned[keys + ["val_ppl", "test_ppl", "epochs", "recipe", "budget"]].assign(stage="finetune"),
+    ]
+    if dynamic is not None:
+        dyn = dynamic.rename(columns={"dynamic_valid_ppl": "val_ppl", "dynamic_test_ppl": "test_ppl",
+                                      "lr": "dynamic_lr", "decay": "dynamic_decay"})
+        if "val_ppl" not in dyn:  # the budget scored the test split only
+            dyn["val_ppl"] = float("nan")
+        dyn = finetuned[keys + ["recipe", "budget"]].merge(
+            dyn[["dataset", "model", "seed", "val_ppl", "test_ppl", "dynamic_lr", "dynamic_decay"]],
+            on=["dataset", "model", "seed"], how="inner")
+        stages.append(dyn.assign(stage="dynamic"))
+    table = pd.concat(stages, ignore_index=True)
+    recipes = study["recipes"]
+    table["weight_drop"] = [
+        "as released (none)" if recipes[r]["weight_drop"] == 0
+        else f"as intended ({recipes[r]['weight_drop']} on {recipes[r].get('weight_drop_targets', 'recurrent')})"
+        for r in table["recipe"]]
+    table["params_m"] = table["params"] / 1e6
+    paper = paper_values(study, artifact)
+    if not paper.empty:
+        table = table.merge(paper, on=["dataset", "model"], how="left")
+        for stage in STAGES:
+            column = f"paper_{stage}_test_ppl"
+            if column in table:
+                table.loc[table["stage"] == stage, "paper_test_ppl"] = table.loc[table["stage"] == stage, column]
+        table = table.drop(columns=[f"paper_{stage}_test_ppl" for stage in STAGES if f"paper_{stage}_test_ppl" in table])
+    order = {m: i for i, m in enumerate(study["artifacts"][artifact]["models"])}
+    datasets = {d: i for i, d in enumerate(study["artifacts"][artifact]["datasets"])}
+    stage_order = {s: i for i, s in enumerate(STAGES)}
+    ranks = {"dataset": datasets, "model": order, "stage": stage_order}
+    return (table.sort_values(["dataset", "model", "stage", "seed"],
+                              key=lambda s: s.map(ranks[s.name]) if s.name in ranks else s)
+            .reset_index(drop=True))
+
+
+# ---------------------------------------------------------------- speed
+
+def measure_speed(settings: dict) -> dict:
+    """Seconds per training batch of each model's LM and of one of its middle layers (fwd + bwd).
+
+    ``settings``: the study's ``speed`` block with, per model, its resolved ``architecture`` and
+    ``recipe`` (the speed rule resolves them like a training cell), plus ``device`` and ``threads``.
+    Random tokens, no data: speed does not depend on the text.
+    """
+    import torch
+    import torch.nn.functional as F
+
+    from ..cells import build_layer
+    from ..train.common import pick_device, provenance
+    from ..train.language_model import build_model
+
+    torch.set_num_threads(settings["threads"])
+    torch.manual_seed(0)
+    device = pick_device(settings["device"])
+    batch, bptt, vocab = settings["batch_size"], settings["bptt"], settings["vocab_size"]
+
+    def timed(step) -> float:
+        for _ in range(settings["warmup"]):
+            step()
+        seconds = []
+        for _ in range(settings["repeats"]):
+            if device.type == "cuda":
+                torch.cuda.synchronize(device)
+            start = time.perf_counter()
+            step()
+            if device.type == "cuda":
+                torch.cuda.synchronize(device)
+            seconds.append(time.perf_counter() - start)
+        return statistics.median(seconds)
+
+    rows = []
+    for model_id in settings["models"]:
+        cfg = settings["cells"][model_id]
+        arch, recipe = cfg["architecture"], cfg["recipe"]
+        model = build_model(cfg, vocab).to(device).train()
+        optimizer = torch.optim.SGD(model.parameters(), lr=recipe["lr"], weight_decay=recipe["weight_decay"])
+        tokens = torch.randint(vocab, (bptt + 1, batch), device=device)
+
+        def lm_step():
+            optimizer.zero_grad(set_to_none=True)
+            out = model(tokens[:-1], model.init_state(batch))
+            loss = F.cross_entropy(out.logits.reshape(-1, vocab), tokens[1:].reshape(-1))
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(model.parameters(), recipe["clip"])
+            optimizer.step()
+
+        hidden = arch["hidden_size"]
+        layer = build_layer(arch["cell"], hidden, hidden, **arch["cell_options"]).to(device).train()
+        x = torch.randn(bptt, batch, hidden, device=device, requires_grad=True)
+
+        def layer_step():
+            layer.zero_grad(set_to_none=True)
+            output, _ = layer(x, layer.init_state(batch, device))
+            output.sum().backward()
+
+        rows.append({"model": model_id, "cell": arch["cell"], "params": sum(p.numel() for p in model.parameters()),
+                     "lm_seconds_per_batch": timed(lm_step), "layer_seconds": timed(layer_step),
+                     "layer_shape": f"{bptt}x{batch}x{hidden}->{hidden}"})
+    meta = {key: settings[key] for key in ("dataset", "vocab_size", "batch_size", "bptt", "warmup", "repeats")}
+    return {"rows": rows, **meta, "threads": settings["threads"], **provenance(device)}
+
+
+def speed_table(speed: dict, study: dict, artifact: str = "speed") -> pd.DataFrame:
+    """Our seconds and ratios to the first model, beside the paper's training-time ratios per task."""
+    table = pd.DataFrame(speed["rows"])
+    reference = table.iloc[0]
+    table["lm_ratio"] = table["lm_seconds_per_batch"] / reference["lm_seconds_per_batch"]
+    table["layer_ratio"] = table["layer_seconds"] / reference["layer_seconds"]
+    table["device"] = speed["device_name"]
+    paper = study["paper"].get(artifact, {})
+    for task, models in paper.items():
+        reference_time = models[reference["model"]]["time_s"]
+        table[f"paper_{task}_ratio"] = [models[m]["time_s"] / reference_time if m in models else float("nan")
+                                        for m in table["model"]]
+    return table
+
+
+# ---------------------------------------------------------------- unfolded LRN
+
+def lrn_gates(layer, x, h0=None) -> dict:
+    """Input gates i, forget gates f, values v and states h (each (T, B, M)) of an LRN layer on x."""
+    import torch
+
+    if type(layer).__name__ != "LRNLayer":
+        raise TypeError(f"the unfolded view needs an LRN layer, got {type(layer).__name__}")
+    with torch.no_grad():
+        q, k, v = layer.project(x).chunk(3, dim=2)
+        h = layer.init_state(x.size(1), x.device, x.dtype) if h0 is None else h0
+        gates_i, gates_f, states = [], [], []
+        for t in range(x.size(0)):
+            i, f = torch.sigmoid(k[t] + h), torch.sigmoid(q[t] - h)
+            h = i * v[t] + f * h
+            if layer.activation == "tanh":
+                h = torch.tanh(h)
+            gates_i.append(i), gates_f.append(f), states.append(h)
+    return {"i": torch.stack(gates_i), "f": torch.stack(gates_f), "v": v, "h": torch.stack(states)}
+
+
+def unfolded_weights(input_gates, forget_gates):
+    """w[k, t] = i_k ⊙ Π_{l=k+1..t} f_l for k ≤ t, 0 for k > t; shape (T, T, B, M) from (T, B, M) gates.
+
+    Through cumulative sums of log f (no products of many small numbers): log w[k, t] = log i_k +
+    S_t - S_k with S_t = Σ_{l≤t} log f_l.
+    """
+    import torch
+
+    steps = input_gates.size(0)
+    cumulative = torch.cumsum(torch.log(forget_gates), dim=0)                          # S_t
+    log_w = torch.log(input_gates).unsqueeze(1) + cumulative.unsqueeze(0) - cumulative.unsqueeze(1)
+    later = torch.ones(steps, steps, dtype=torch.bool, device=input_gates.device).triu()  # k ≤ t
+    return torch.where(later.view(steps, steps, *([1] * (input_gates.dim() - 1))), log_w.exp(),
+                       torch.zeros((), dtype=log_w.dtype, device=log_w.device))
+
+
+def final_state_weights(input_gates, forget_gates):
+    """w[k, T] for every k: (T, B, M), the weight of each token's value in the last state."""
+    import torch
+
+    later_forget = torch.flip(torch.cumsum(torch.flip(torch.log(forget_gates), [0]), 0), [0])   # Σ_{l≥k} log f_l
+    return torch.exp(torch.log(input_gates) + later_forget - torch.log(forget_gates))
+
+
+def pick_sentences(tokens, vocab: list[str], count: int, min_length: int, max_length: int) -> list[list[int]]:
+    """The first ``count`` lines of a token stream with min_length..max_length tokens (without <eos>)."""
+    eos = vocab.index("<eos>")
+    sentences, current = [], []
+    for token in tokens.tolist():
+        if token == eos:
+            if min_length <= len(current) <= max_length:
+                sentences.append(current)
+                if len(sentences) == count:
+                    break
+            current = []
+        else:
+            current.append(token)
+    if len(sentences) < count:
+        raise ValueError(f"only {len(sentences)} test lines have {min_length}..{max_length} tokens; "
+                         f"{count} were asked for: widen the range or ask for fewer")
+    return sentences
+
+
+def load_trained(metrics_file: str | Path):
+    """(model in eval mode, config, corpus) of a trained cell, from the model.pt beside its metrics.json."""
+    import torch
+
+    from ..data.corpus import load_corpus
+    from ..train.language_model import build_model
+
+    run_dir = Path(metrics_file).parent
+    saved = torch.load(run_dir / "model.pt", map_location="cpu", weights_only=False)
+    cfg = saved["config"]
+    corpus = load_corpus(Path(cfg["data"]["dir"]), Path(cfg["data"]["train_file"]))
+    model = build_model(cfg, len(corpus.vocab))
+    model.load_state_dict(saved["state_dict"])
+    return model.eval(), cfg, corpus
+
+
+def sentence_weights(model, sentence: list[int]) -> dict:
+    """Unit-averaged weights of each token's value in the first LRN layer's final state (h_0 = 0)."""
+    import torch
+
+    x = model.embedding(torch.tensor(sentence).unsqueeze(1))
+    gates = lrn_gates(model.layers[0], x)
+    weights = final_state_weights(gates["i"], gates["f"])[:, 0]          # (T, M)
+    return {"weights": weights.mean(dim=1).tolist(), "activation": model.layers[0].activation}
+
+
+# ---------------------------------------------------------------- command line (the speed rule)
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m rnnrepro.analysis.lrn", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = parser.add_subparsers(dest="command", required=True)
+    speed = sub.add_parser("speed", help="time each model's LM and one layer; write JSON")
+    speed.add_argument("--settings", required=True, help="resolved speed settings (JSON text)")
+    speed.add_argument("--output", required=True, type=Path)
+    args = parser.parse_args(argv)
+    try:
+        settings = json.loads(args.settings)
+    except json.JSONDecodeError as e:
+        print(f"[rnnrepro] error: --settings is not valid JSON ({e})", file=sys.stderr)
+        return 1
+    result = measure_speed(settings)
+    args.output.parent.mkdir(parents=True, exist_ok=True)
+    args.output.write_text(json.dumps(result, indent=2) + "\n")
+    for row in result["rows"]:
+        print(f"[rnnrepro] {row['model']}: LM {row['lm_seconds_per_batch'] * 1e3:.1f} ms/batch, "
+              f"layer {row['layer_seconds'] * 1e3:.1f} ms", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
