@@ -174,7 +174,8 @@ def _tolerance_text(tolerance: dict) -> str:
     return f"{tolerance['relative']:.0%}" if "relative" in tolerance else f"{tolerance['absolute']:g}"
 
 
-def _paper_check(case: Case, kind: str, paper: list[float], reference: float | None) -> str:
+def _paper_check(kind: str, paper: list[float]) -> str:
+    """The claim's check on the paper's own numbers."""
     if kind == "closer_to_paper":
         return "n/a (compares our variants)"
     if any(math.isnan(v) for v in paper):
@@ -222,7 +223,7 @@ def evaluate_case(study: dict, config: dict, table: pd.DataFrame, case: Case) ->
            "paper": (f"{_label(claim['paper_row'])} {_number(reference)}" if case.paper_row is not None
                      else _describe(case, paper)),
            "ours": _describe(case, [math.nan if v is None else v for v in ours]),
-           "paper_check": _paper_check(case, kind, paper, reference)}
+           "paper_check": _paper_check(kind, paper)}
     testable = claim.get("testable", DEFAULT_TESTABLE)
 
     def verdict(v: str, reason: str) -> dict:
