@@ -1,8 +1,13 @@
-"""The training CLI on a synthetic corpus: outputs, learning, resume after a kill, SIGTERM, NaN."""
+"""The training CLI on a synthetic corpus: outputs, learning, resume after a kill, SIGTERM, NaN, a loss too
+large for its perplexity, a full disk or unusable run folder, damaged checkpoints, the precision setting."""
 
 import json
 import math
+import re
+import shutil
 import signal
+import subprocess
+import sys
 import time
 from collections import Counter
 from pathlib import Path
@@ -14,9 +19,12 @@ import yaml
 from conftest import finished, numbers, train_cli
 
 from rnnrepro import grid
-from rnnrepro.configuration import REPO_ROOT, load_study
+from rnnrepro.configuration import REPO_ROOT, ConfigError, load_run_config, load_study, validate_cell_config
 from rnnrepro.data import fetch, prepare
 from rnnrepro.models.language_model import Dropouts, LanguageModel
+from rnnrepro.train.checkpoint import DamagedCheckpoint
+from rnnrepro.train.language_model import LanguageModelTask, evaluate
+from rnnrepro.train.loop import LARGEST_LOSS, Progress, loss_problem, perplexity
 
 
 @pytest.fixture(scope="module")
@@ -207,3 +215,150 @@ def test_missing_dataset_is_named(tmp_path, corpus_dir):
     cfg["data"] = {"dir": str(tmp_path / "nowhere"), "train_file": str(tmp_path / "nowhere" / "train.txt")}
     code, err = finished(train_cli(tmp_path / "missing", cfg))
     assert code == 1 and "nowhere" in err
+
+
+# ---- failures of one training loop (rnnrepro.train.loop), shared by every task --------------------
+
+def test_perplexity_never_overflows():
+    assert perplexity(1.0) == math.e
+    assert perplexity(LARGEST_LOSS) < math.inf and perplexity(LARGEST_LOSS + 1e-9) == math.inf
+    assert perplexity(1e6) == math.inf and perplexity(math.inf) == math.inf and math.isnan(perplexity(math.nan))
+    assert loss_problem(5.0, "training") is None
+    assert "too large for its perplexity" in loss_problem(1e5, "training")
+    assert loss_problem(math.nan, "validation") == "the validation loss is nan"
+
+
+def test_large_finite_loss_stops_like_nan(corpus_dir, tmp_path):
+    """lr 1e6: the loss stays finite but its perplexity overflows (math.exp raised OverflowError)."""
+    cfg = smoke_config(corpus_dir, "lstm_m1000", lr=1e6, epochs=1, ar_alpha=0.0, tar_beta=0.0)
+    code, err = finished(train_cli(tmp_path / "huge", cfg))
+    assert code == 1, err
+    assert "Traceback" not in err and "OverflowError" not in err
+    assert re.search(r"cell pru/synth_ptb/lstm_m1000/frac100/seed3, epoch 1, batch \d+: the training loss is "
+                     r"\S+ nats, too large for its perplexity to be a number", err), err
+    assert "Lower `lr` or `clip` of recipe 'standard' in config/studies/pru.yaml" in err
+    assert not (tmp_path / "huge" / "metrics.json").exists()
+
+
+def test_run_folder_that_cannot_be_made_is_named(corpus_dir, tmp_path):
+    """A file where the run folder's parent should be: refused even as root (unlike chmod)."""
+    (tmp_path / "results").write_text("not a folder")
+    run_dir = tmp_path / "results" / "cell"
+    code, err = finished(train_cli(run_dir, smoke_config(corpus_dir, "lstm_m1000", epochs=1)))
+    assert code == 1, err
+    assert "Traceback" not in err
+    assert f"cannot write {run_dir / 'config.json'}" in err and "A file stands where a folder" in err
+    assert (tmp_path / "results").read_text() == "not a folder"
+
+
+FULL_DISK = """
+import errno, sys, torch
+from rnnrepro.train.__main__ import main
+save, writes = torch.save, []
+def save_on_a_full_disk(obj, f, *args, **kwargs):
+    if getattr(f, "name", "").endswith("last.pt.tmp"):
+        writes.append(f.name)
+        if len(writes) == {fail_at}:  # half a file, then the disk is full
+            f.write(b"PK" * 1000)
+            raise OSError(errno.ENOSPC, "No space left on device")
+    return save(obj, f, *args, **kwargs)
+torch.save = save_on_a_full_disk
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+def test_full_disk_keeps_the_last_good_checkpoint(reference_run, tmp_path):
+    """The disk fills while the checkpoint after epoch 2 is written: the error names the file and the fix,
+    the checkpoint after epoch 1 is intact, and a rerun resumes from it to the uninterrupted result."""
+    _, cfg = reference_run
+    run_dir = tmp_path / "full"
+    checkpoint_file = run_dir / "checkpoint" / "last.pt"
+    proc = subprocess.run([sys.executable, "-c", FULL_DISK.replace("{fail_at}", "3"), "--run-dir", str(run_dir),
+                           "--config", json.dumps(cfg)], capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 1, proc.stderr
+    assert f"cannot write {checkpoint_file}: No space left on device. Free space on the disk" in proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert not checkpoint_file.with_name("last.pt.tmp").exists()
+    saved = torch.load(checkpoint_file, weights_only=False)
+    assert len(saved["progress"].history) == 1 and not (run_dir / "metrics.json").exists()
+    code, err = finished(train_cli(run_dir, cfg))
+    assert code == 0, err
+    assert "resuming from" in err and "epoch 1, row" in err
+    assert numbers(run_dir / "metrics.json") == numbers(reference_run[0] / "metrics.json")
+
+
+def test_damaged_checkpoint_is_set_aside(reference_run, tmp_path):
+    """A truncated resume checkpoint: named, kept as last.pt.damaged, and the cell starts afresh to the
+    same result as an uninterrupted run (before, every rerun failed on it)."""
+    reference_dir, cfg = reference_run
+    run_dir = tmp_path / "damaged"
+    shutil.copytree(reference_dir / "checkpoint", run_dir / "checkpoint")
+    checkpoint_file = run_dir / "checkpoint" / "last.pt"
+    damaged = checkpoint_file.read_bytes()[:5000]
+    checkpoint_file.write_bytes(damaged)
+    code, err = finished(train_cli(run_dir, cfg))
+    assert code == 0, err
+    assert f"warning: {checkpoint_file} is damaged" in err and "starting this cell afresh" in err
+    assert (run_dir / "checkpoint" / "last.pt.damaged").read_bytes() == damaged
+    assert "resuming from" not in err
+    assert numbers(run_dir / "metrics.json") == numbers(reference_dir / "metrics.json")
+
+
+def test_damaged_best_weights_are_caught_before_resuming(reference_run, corpus_dir, tmp_path):
+    """best.pt is what the final evaluation loads: a resume checks it first rather than fail at the end."""
+    _, cfg = reference_run
+    best = tmp_path / "checkpoint" / "best.pt"
+    best.parent.mkdir()
+    best.write_bytes(b"\x00garbage")
+    task = LanguageModelTask(cfg, tmp_path, torch.device("cpu"))
+    with pytest.raises(DamagedCheckpoint, match=re.escape(str(best))):
+        task.load_state_dict(task.state_dict(), Progress(best_val_loss=4.2, best_epoch=1))
+    best.unlink()
+    with pytest.raises(DamagedCheckpoint, match="it is missing"):
+        task.load_state_dict(task.state_dict(), Progress(best_val_loss=4.2, best_epoch=1))
+
+
+def test_damaged_parent_weights_are_named(corpus_dir, tmp_path):
+    parent = tmp_path / "parent" / "model.pt"
+    parent.parent.mkdir()
+    parent.write_bytes(b"truncated")
+    cfg = smoke_config(corpus_dir, "awd_pru_g4_k2_m1400_ft", epochs=1)
+    cfg["init_from"] = str(parent)
+    code, err = finished(train_cli(tmp_path / "ft", cfg))
+    assert code == 1, err
+    assert f"{parent} is damaged" in err and "delete it and its metrics.json" in err
+    assert "Traceback" not in err and parent.read_bytes() == b"truncated"
+
+
+# ---- the matmul precision setting ---------------------------------------------------------------
+
+def test_precision_flows_from_the_run_config(corpus_dir, reference_run):
+    run_config = yaml.safe_load((REPO_ROOT / "config" / "config.yaml").read_text())
+    assert run_config["precision"] == "fp32"
+    cfg = grid.resolve_cell(load_study("pru"), dict(run_config, precision="tf32"),
+                            grid.Cell("pru", "ptb", "lstm_m1000", 100, 1111))
+    assert cfg["precision"] == "tf32"
+    with pytest.raises(ConfigError, match="precision"):
+        load_run_config(dict(run_config, precision="fp16"))
+    with pytest.raises(ConfigError, match="precision"):
+        validate_cell_config(dict(reference_run[1], precision="fp16"), "--config")
+    metrics = json.loads((reference_run[0] / "metrics.json").read_text())
+    assert metrics["precision"] == "fp32" and metrics["autocast_dtype"] is None
+    assert metrics["cuda_matmul_fp32"] == metrics["cudnn_rnn_fp32"] == "ieee"
+
+
+def test_bf16_autocast_reaches_the_arithmetic(corpus_dir, tmp_path):
+    """bf16 runs the forward passes in bfloat16 (other numbers than fp32) and is recorded."""
+    dropouts = Dropouts("elementwise", 0.0, 0.0, 0.0, 0.0, 0.0)
+    torch.manual_seed(0)
+    model = LanguageModel(50, "lstm", 16, 32, 1, False, {}, dropouts)
+    stream = torch.randint(50, (400,))
+    losses = {name: evaluate(model, stream, 4, 20, torch.device("cpu"), name) for name in ("fp32", "tf32", "bf16")}
+    assert losses["fp32"] == losses["tf32"]  # a CPU has no TF32
+    assert losses["bf16"] != losses["fp32"] and losses["bf16"] == pytest.approx(losses["fp32"], rel=1e-2)
+    cfg = smoke_config(corpus_dir, "lstm_m1000", epochs=1)
+    cfg["precision"] = "bf16"
+    code, err = finished(train_cli(tmp_path / "bf16", cfg))
+    assert code == 0, err
+    metrics = json.loads((tmp_path / "bf16" / "metrics.json").read_text())
+    assert metrics["precision"] == "bf16" and metrics["autocast_dtype"] == "bfloat16"
