@@ -54,6 +54,7 @@ KERNEL_CELLS = [
     pytest.param("lrn", {}, id="lrn"), pytest.param("lrn", {"activation": "identity"}, id="lrn-identity"),
     pytest.param("lrn", {"layer_norm": True}, id="lrn-layer_norm"),
     pytest.param("sru", {}, id="sru"), pytest.param("atr", {}, id="atr"),
+    pytest.param("gru_single_bias", {}, id="gru_single_bias"), pytest.param("lru", {}, id="lru"),
     pytest.param("pru", {}, id="pru"),
     pytest.param("pru", {"context_transform": "lt", "input_transform": "lt", "residual": False}, id="pru-lt"),
 ]

@@ -74,8 +74,16 @@ def _forward_loop(projected: torch.Tensor, h0: torch.Tensor, weight_hh: torch.Te
     gates = projected.new_empty(steps, h0.size(0), 2 * hidden_size)  # r, u after the sigmoid
     candidates = projected.new_empty(steps, *h0.shape)
     hidden = torch.empty_like(candidates)
-    h = h0
+    kernels = gpu.kernels_for(projected, h0, weight_hh)
+    h = h0.contiguous() if kernels is not None else h0   # the kernels read (B, M) rows
     for t in range(steps):
+        if kernels is not None:   # GPU: the products, and one fused kernel after each
+            gate_product(h, add=projected[t, :, : 2 * hidden_size], out=gates[t])
+            reset_h = kernels.gru_gates(gates[t], h)
+            candidate_product(reset_h, add=projected[t, :, 2 * hidden_size:], out=candidates[t])
+            kernels.gru_update(candidates[t], gates[t], h, hidden[t])
+            h = hidden[t]
+            continue
         gate_product(h, add=projected[t, :, : 2 * hidden_size], out=gates[t]).sigmoid_()
         reset, update = gates[t].chunk(2, dim=1)
         candidate_product(reset * h, add=projected[t, :, 2 * hidden_size:], out=candidates[t]).tanh_()
@@ -92,7 +100,18 @@ def _backward_loop(grad_hidden, h0, weight_hh, gates, candidates, hidden):
     previous = torch.cat([h0.unsqueeze(0), hidden[:-1]])
     grad_projected = gates.new_empty(gates.size(0), gates.size(1), 3 * hidden_size)
     grad_h = torch.zeros_like(h0)
+    kernels = gpu.kernels_for(grad_hidden, hidden, weight_hh)
+    if kernels is not None:
+        grad_hidden, grad_h = grad_hidden.contiguous(), grad_h.contiguous()  # the kernels read (B, M) rows
     for t in range(gates.size(0) - 1, -1, -1):
+        if kernels is not None:   # GPU: the products, and one fused kernel before each
+            grad_sum = kernels.gru_candidate_backward(grad_h, grad_hidden[t], gates[t], candidates[t],
+                                                      grad_projected[t])
+            grad_reset_h = candidate_product(grad_projected[t, :, 2 * hidden_size:])
+            carry = kernels.gru_gates_backward(grad_sum, grad_reset_h, gates[t], previous[t], candidates[t],
+                                               grad_projected[t])
+            grad_h = gate_product(grad_projected[t, :, : 2 * hidden_size], add=carry)
+            continue
         grad_h = grad_h + grad_hidden[t]
         reset, update = gates[t].chunk(2, dim=1)
         grad_candidate = tanh_grad(grad_h * (1 - update), candidates[t])

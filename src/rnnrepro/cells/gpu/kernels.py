@@ -299,3 +299,92 @@ def lstm_step_backward(grad_h, grad_y, grad_c, gates, c_prev, tanh_c, grad_pre) 
     _lstm_step_backward_kernel[_grid(lanes)](grad_h, grad_y, grad_c, gates, c_prev, tanh_c, grad_pre, grad_c_prev,
                                              lanes, m, BLOCK=BLOCK)
     return grad_c_prev
+
+
+# ---------------------------------------------------------------- single-bias GRU (fused steps)
+# gates (B, 2M): rows r, u; projections (B, 3M) of the backward: rows r, u, c. The products stay cuBLAS.
+@triton.jit
+def _gru_gates_kernel(gates, h, reset_h, lanes_total, M, BLOCK: tl.constexpr):
+    lanes = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = lanes < lanes_total
+    base = (lanes // M) * 2 * M + lanes % M
+    r = tl.sigmoid(tl.load(gates + base, mask=mask))
+    tl.store(gates + base, r, mask=mask)
+    tl.store(gates + base + M, tl.sigmoid(tl.load(gates + base + M, mask=mask)), mask=mask)
+    tl.store(reset_h + lanes, r * tl.load(h + lanes, mask=mask), mask=mask)
+
+
+@triton.jit
+def _gru_update_kernel(candidates, gates, h, h_next, lanes_total, M, BLOCK: tl.constexpr):
+    lanes = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = lanes < lanes_total
+    u = tl.load(gates + (lanes // M) * 2 * M + lanes % M + M, mask=mask)
+    c = _tanh(tl.load(candidates + lanes, mask=mask))
+    tl.store(candidates + lanes, c, mask=mask)
+    tl.store(h_next + lanes, c + u * (tl.load(h + lanes, mask=mask) - c), mask=mask)   # u h + (1 - u) c
+
+
+@triton.jit
+def _gru_candidate_backward_kernel(grad_h, grad_out, gates, candidates, grad_sum, grad_proj, lanes_total, M,
+                                   BLOCK: tl.constexpr):
+    lanes = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = lanes < lanes_total
+    b = lanes // M
+    m = lanes % M
+    u = tl.load(gates + b * 2 * M + M + m, mask=mask)
+    c = tl.load(candidates + lanes, mask=mask)
+    g = tl.load(grad_h + lanes, mask=mask) + tl.load(grad_out + lanes, mask=mask)
+    tl.store(grad_sum + lanes, g, mask=mask)
+    tl.store(grad_proj + b * 3 * M + 2 * M + m, g * (1.0 - u) * (1.0 - c * c), mask=mask)
+
+
+@triton.jit
+def _gru_gates_backward_kernel(grad_sum, grad_reset_h, gates, previous, candidates, grad_proj, carry, lanes_total, M,
+                               BLOCK: tl.constexpr):
+    lanes = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = lanes < lanes_total
+    b = lanes // M
+    m = lanes % M
+    r = tl.load(gates + b * 2 * M + m, mask=mask)
+    u = tl.load(gates + b * 2 * M + M + m, mask=mask)
+    g = tl.load(grad_sum + lanes, mask=mask)
+    grh = tl.load(grad_reset_h + lanes, mask=mask)
+    prev = tl.load(previous + lanes, mask=mask)
+    c = tl.load(candidates + lanes, mask=mask)
+    tl.store(grad_proj + b * 3 * M + m, grh * prev * r * (1.0 - r), mask=mask)
+    tl.store(grad_proj + b * 3 * M + M + m, g * (prev - c) * u * (1.0 - u), mask=mask)
+    tl.store(carry + lanes, g * u + grh * r, mask=mask)
+
+
+def gru_gates(gates, h) -> torch.Tensor:
+    """Sigmoid of the r, u pre-activations in place in ``gates`` (B, 2M); returns r ⊙ h."""
+    lanes, M = h.numel(), h.size(-1)
+    reset_h = torch.empty_like(h)
+    _gru_gates_kernel[_grid(lanes)](gates, h, reset_h, lanes, M, BLOCK=BLOCK)
+    return reset_h
+
+
+def gru_update(candidates, gates, h, h_next) -> None:
+    """tanh of the candidate pre-activations in place; h_next = u ⊙ h + (1 - u) ⊙ c."""
+    lanes, M = h.numel(), h.size(-1)
+    _gru_update_kernel[_grid(lanes)](candidates, gates, h, h_next, lanes, M, BLOCK=BLOCK)
+
+
+def gru_candidate_backward(grad_h, grad_out, gates, candidates, grad_proj) -> torch.Tensor:
+    """Writes dL/d(candidate pre-activation) into rows 2M: of ``grad_proj`` (B, 3M); returns the
+    step's total dL/dh_t (the carried gradient plus the output's)."""
+    lanes, M = grad_h.numel(), grad_h.size(-1)
+    grad_sum = torch.empty_like(grad_h)
+    _gru_candidate_backward_kernel[_grid(lanes)](grad_h, grad_out, gates, candidates, grad_sum, grad_proj, lanes, M,
+                                                 BLOCK=BLOCK)
+    return grad_sum
+
+
+def gru_gates_backward(grad_sum, grad_reset_h, gates, previous, candidates, grad_proj) -> torch.Tensor:
+    """Writes dL/d(r, u pre-activations) into rows :2M of ``grad_proj``; returns dL/dh_{t-1} less its
+    product through U_{r,u}."""
+    lanes, M = grad_sum.numel(), grad_sum.size(-1)
+    carry = torch.empty_like(grad_sum)
+    _gru_gates_backward_kernel[_grid(lanes)](grad_sum, grad_reset_h, gates, previous, candidates, grad_proj, carry,
+                                             lanes, M, BLOCK=BLOCK)
+    return carry
