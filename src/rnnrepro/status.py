@@ -175,7 +175,6 @@ def read_log(path: Path) -> dict:
         "progress": iterations[-1].group(1) if iterations else "",
         "ended": ended,
         "stopped": stopped,
-        "last": lines[-1] if lines else "",
     }
 
 
@@ -236,8 +235,8 @@ def cell_status(root: Path, cell: grid.Cell, dataset: str, live: Liveness) -> Ce
         row.state, row.note = "failed", log["ended"]
     elif log or checkpoint.exists():
         row.state = "interrupted"
-        row.note = log.get("ended") or (f"no training process; the log's last line: {log['last']}" if log.get("last")
-                                        else "no training process")
+        row.note = log.get("ended") or ("no training process, and no error in its log: killed (SIGKILL, out of "
+                                        "memory, a lost node) or ended with its Snakemake")
     if row.state in ("failed", "interrupted") and checkpoint.exists():
         row.note = f"{row.note} (a rerun resumes from {checkpoint.relative_to(root)})"
     return row
