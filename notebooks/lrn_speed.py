@@ -54,6 +54,7 @@ ax = plot.plot.bar(figsize=(9, 4), width=0.85)
 ax.axhline(1.0, color="black", linewidth=0.8)
 ax.set_ylabel("time / LSTM time")
 ax.set_title(f"Training time relative to the LSTM (ours: {speed['device_name']}; paper: TF models, its GPU)")
+ax.set_yscale("log")  # ratios: 2x slower and 2x faster are the same distance from 1
 ax.legend(fontsize=8, ncol=2)
 ax.figure.savefig(figures[0], dpi=120, bbox_inches="tight")
 plt.show()
