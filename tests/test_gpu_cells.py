@@ -55,6 +55,7 @@ KERNEL_CELLS = [
     pytest.param("lrn", {"layer_norm": True}, id="lrn-layer_norm"),
     pytest.param("sru", {}, id="sru"), pytest.param("atr", {}, id="atr"),
     pytest.param("gru_single_bias", {}, id="gru_single_bias"), pytest.param("lru", {}, id="lru"),
+    pytest.param("rhn", {}, id="rhn"),
     pytest.param("pru", {}, id="pru"),
     pytest.param("pru", {"context_transform": "lt", "input_transform": "lt", "residual": False}, id="pru-lt"),
 ]

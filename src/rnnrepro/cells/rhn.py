@@ -36,11 +36,16 @@ def _forward_loop(projected: torch.Tensor, s0: torch.Tensor, *weights: torch.Ten
     gates = projected.new_empty(steps, depth, s0.size(0), 2 * hidden_size)  # h, t activated
     products = [StepProduct(weights[2 * layer], s0.size(0), weights[2 * layer + 1]) for layer in range(depth)]
     s = s0
+    kernels = gpu.kernels_for(projected, s0, *weights)
     for t in range(steps):
         states[t, 0] = s
         for layer in range(depth):
             # R s + b, and x enters the first micro-layer only
             products[layer](s, add=projected[t] if layer == 0 else None, out=gates[t, layer])
+            if kernels is not None:   # GPU: the gates and the highway update in one kernel
+                kernels.highway(gates[t, layer], states[t, layer], states[t, layer + 1])
+                s = states[t, layer + 1]
+                continue
             h, transform = gates[t, layer].chunk(2, dim=1)
             h.tanh_()
             transform.sigmoid_()
@@ -54,9 +59,16 @@ def _backward_loop(grad_output: torch.Tensor, states: torch.Tensor, gates: torch
     grad_preactivations = torch.empty_like(gates)
     grad_s = torch.zeros_like(states[0, 0])
     products = [StepProduct(weights[2 * layer].t().contiguous(), grad_s.size(0)) for layer in range(depth)]
+    kernels = gpu.kernels_for(grad_output, states, *weights)
+    if kernels is not None:
+        grad_output = grad_output.contiguous()   # the kernels read (B, M) rows of grad_s
     for t in range(steps - 1, -1, -1):
         grad_s = grad_s + grad_output[t]
         for layer in range(depth - 1, -1, -1):
+            if kernels is not None:   # GPU: both gates' derivatives and the carry in one kernel
+                carry = kernels.highway_backward(grad_s, gates[t, layer], states[t, layer], grad_preactivations[t, layer])
+                grad_s = products[layer](grad_preactivations[t, layer], add=carry)
+                continue
             h, transform = gates[t, layer].chunk(2, dim=1)
             grad = torch.cat([tanh_grad(grad_s * transform, h),
                               sigmoid_grad(grad_s * (h - states[t, layer]), transform)], dim=1)

@@ -388,3 +388,46 @@ def gru_gates_backward(grad_sum, grad_reset_h, gates, previous, candidates, grad
     _gru_gates_backward_kernel[_grid(lanes)](grad_sum, grad_reset_h, gates, previous, candidates, grad_proj, carry,
                                              lanes, M, BLOCK=BLOCK)
     return carry
+
+
+# ---------------------------------------------------------------- RHN (fused micro-layer steps)
+# gates (B, 2M): rows h (tanh), t (sigmoid); the product R s (+ W x) stays cuBLAS.
+@triton.jit
+def _highway_kernel(gates, s, s_next, lanes_total, M, BLOCK: tl.constexpr):
+    lanes = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = lanes < lanes_total
+    base = (lanes // M) * 2 * M + lanes % M
+    h = _tanh(tl.load(gates + base, mask=mask))
+    transform = tl.sigmoid(tl.load(gates + base + M, mask=mask))
+    tl.store(gates + base, h, mask=mask)
+    tl.store(gates + base + M, transform, mask=mask)
+    s_prev = tl.load(s + lanes, mask=mask)
+    tl.store(s_next + lanes, s_prev + transform * (h - s_prev), mask=mask)   # h ⊙ t + s ⊙ (1 - t)
+
+
+@triton.jit
+def _highway_backward_kernel(grad_s, gates, s, grad_pre, carry, lanes_total, M, BLOCK: tl.constexpr):
+    lanes = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = lanes < lanes_total
+    base = (lanes // M) * 2 * M + lanes % M
+    h = tl.load(gates + base, mask=mask)
+    transform = tl.load(gates + base + M, mask=mask)
+    g = tl.load(grad_s + lanes, mask=mask)
+    tl.store(grad_pre + base, g * transform * (1.0 - h * h), mask=mask)
+    tl.store(grad_pre + base + M, g * (h - tl.load(s + lanes, mask=mask)) * transform * (1.0 - transform), mask=mask)
+    tl.store(carry + lanes, g * (1.0 - transform), mask=mask)
+
+
+def highway(gates, s, s_next) -> None:
+    """Activates the h, t rows of ``gates`` (B, 2M) in place and writes s_next = h ⊙ t + s ⊙ (1 - t)."""
+    lanes, M = s.numel(), s.size(-1)
+    _highway_kernel[_grid(lanes)](gates, s, s_next, lanes, M, BLOCK=BLOCK)
+
+
+def highway_backward(grad_s, gates, s, grad_pre) -> torch.Tensor:
+    """Writes dL/d(h, t pre-activations) into ``grad_pre`` (B, 2M); returns dL/ds less its product
+    through R."""
+    lanes, M = s.numel(), s.size(-1)
+    carry = torch.empty_like(s)
+    _highway_backward_kernel[_grid(lanes)](grad_s, gates, s, grad_pre, carry, lanes, M, BLOCK=BLOCK)
+    return carry
