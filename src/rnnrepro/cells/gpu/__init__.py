@@ -5,7 +5,8 @@ step is a few element-wise operators and at most one small product). Two remedie
 :func:`settings` and both on by default where they apply:
 
 - ``kernels``: Triton kernels (:mod:`.kernels`) -- a whole-sequence scan for LRN and SRU (one launch
-  per layer and direction), a fused element-wise step for ATR. Used for CUDA float32/float64 tensors
+  per layer and direction), fused element-wise steps between the step products for ATR, the PRU's
+  LSTM gating, the single-bias GRU (and the LRU family) and RHN. Used for CUDA float32/float64 tensors
   when Triton is importable (CUDA builds of torch ship it; CPU builds do not, so it is imported lazily).
 - ``graphs``: :func:`captured` replays a cell's whole time loop (forward or hand-written backward) as
   one CUDA graph, captured once per shape (BPTT lengths vary, so one graph per length). Cells whose

@@ -1,5 +1,5 @@
 """Triton kernels for the element-wise recurrences: whole-sequence scans (LRN, SRU) and fused steps (ATR,
-and the LSTM gating of the PRU).
+the PRU's LSTM gating, the single-bias GRU, RHN).
 
 Imported only through :mod:`rnnrepro.cells.gpu` when Triton is installed (it ships with CUDA builds of
 torch, not with CPU ones). Each kernel computes exactly the quantities the cell's eager loop computes
@@ -10,10 +10,11 @@ Scans (LRN, SRU): one program owns ``BLOCK`` lanes of the (B, M) state and walks
 forward or backward, with the state held in registers: one kernel launch per layer and direction
 instead of ~5 launches per step. The lanes are independent because both recurrences are element-wise.
 
-Fused steps (ATR, PRU): a step needs ``U h_{t-1}`` (a cuBLAS product) before its gates, so the sequence
+Fused steps (ATR, PRU, GRU, RHN): a step needs ``U h_{t-1}`` (a cuBLAS product) before its gates, so the sequence
 cannot be one element-wise kernel; the product stays a ``torch.addmm`` / ``torch.baddbmm`` and everything
 else of the step (ATR: two sigmoids, the twin-gate combination and the tanh; PRU: the LSTM gating, ~10
-operators), or its derivative, is one kernel.
+operators; GRU: the gates and r ⊙ h, then the candidate and the update; RHN: a micro-layer's gates and
+highway update), or its derivative, is one kernel per product.
 
 Every input is a (T, B, M)-shaped view whose last dimension is contiguous; views into the packed
 projections are passed with their strides, not copied. ``tanh`` is written through ``exp`` because
