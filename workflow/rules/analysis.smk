@@ -13,7 +13,9 @@ for _study in STUDIES:
                 notebook=STUDIES[_study]["artifacts"][_artifact]["notebook"],
                 study=f"config/studies/{_study}.yaml",
                 metrics=artifact_metrics(_study, _artifact),
-                evaluations=artifact_evaluation_files(STUDIES[_study], config, _artifact),
+                evaluations=artifact_evaluation_files(
+                    STUDIES[_study], config, _artifact
+                ),
                 speed=(
                     f"results/speed/{_study}.json"
                     if STUDIES[_study]["artifacts"][_artifact].get("speed")

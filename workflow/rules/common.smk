@@ -14,6 +14,12 @@ from rnnrepro.report import artifact_caption, claims_caption
 from rnnrepro.analysis.claims import check_claims
 from rnnrepro.data.autocomplete import AUTOCOMPLETE_DATASETS
 from rnnrepro.data.registry import DATASETS
+from rnnrepro.evaluation.plan import (
+    artifact_evaluation_files,
+    check_evaluations,
+    evaluation_names,
+    evaluation_spec,
+)
 
 try:
     # --config values arrive as strings (`true`, `[1111,1112]`): read as the schema's types, in place
@@ -146,3 +152,16 @@ def cell_config(wildcards):
 def artifact_metrics(study, artifact):
     cells = grid.artifact_cells(STUDIES[study], config, artifact)
     return [f"{cell.run_dir}/metrics.json" for cell in cells]
+
+
+def evaluation_inputs(wildcards):
+    """A cell's weights and the data it was trained on (evaluate.smk; the statistics read the training split)."""
+    inputs = train_inputs(wildcards)
+    inputs.pop("init", None)
+    return {**inputs, "model": f"{cell_of(wildcards).run_dir}/model.pt"}
+
+
+def evaluation_config(wildcards):
+    return json.dumps(
+        evaluation_spec(STUDIES[wildcards.study], config, wildcards.evaluation)
+    )

@@ -1,32 +1,11 @@
 # Analyses of trained cells (rnnrepro.evaluation; docs/evaluation.md): evaluation <name> of a study
 # (its `evaluations:` entry) over one cell's model.pt, written to <run dir>/<name>.json. The artifacts
 # that list it depend on it (analysis.smk). No training: a changed evaluation setting reruns only this.
-from rnnrepro.evaluation.plan import (
-    artifact_evaluation_files,
-    check_evaluations,
-    evaluation_names,
-    evaluation_spec,
-)
-
 try:
     for _study in STUDIES.values():
         check_evaluations(_study)
 except ConfigError as error:
     raise WorkflowError(str(error))
-
-
-def evaluation_inputs(wildcards):
-    """The cell's weights and the data it was trained on (the statistics read the training split)."""
-    inputs = train_inputs(wildcards)
-    inputs.pop("init", None)
-    cell = cell_of(wildcards)
-    return {**inputs, "model": f"{cell.run_dir}/model.pt"}
-
-
-def evaluation_config(wildcards):
-    return json.dumps(
-        evaluation_spec(STUDIES[wildcards.study], config, wildcards.evaluation)
-    )
 
 
 rule evaluate_cell:

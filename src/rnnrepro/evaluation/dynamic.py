@@ -48,7 +48,6 @@ log-likelihood. Tied weights are one parameter (``model.parameters()`` lists the
 from __future__ import annotations
 
 import math
-import time
 from dataclasses import dataclass
 
 import torch
@@ -202,7 +201,6 @@ def tune(model, statistics: GradientStatistics, valid_tokens: torch.Tensor, lrs:
 def run(model, corpus, spec: dict) -> dict:
     """The ``method: dynamic`` evaluation of a trained model: static and dynamic loss/perplexity on each
     of the spec's ``splits``, with the hyperparameters used (tuned on validation when the spec gives a grid)."""
-    started = time.perf_counter()
     n = spec["segment_length"]
     statistics = gradient_statistics(model, corpus.train, spec["stats_batch_size"], n, spec["stats_max_segments"])
     tune_tokens = corpus.valid if spec["tune_tokens"] is None else corpus.valid[: spec["tune_tokens"]]
@@ -216,5 +214,4 @@ def run(model, corpus, spec: dict) -> dict:
             out[f"{name}_{split}_ppl"] = math.exp(loss)
     return {**out, "lr": chosen.lr, "decay": chosen.decay, "epsilon": chosen.epsilon, "segment_length": n,
             "stats_batch_size": spec["stats_batch_size"], "stats_segments": statistics.segments,
-            "tune_tokens": int(tune_tokens.numel()), "grid": grid,
-            "seconds": time.perf_counter() - started}
+            "tune_tokens": int(tune_tokens.numel()), "grid": grid}

@@ -1,0 +1,426 @@
+"""Evaluations of trained models (rnnrepro.evaluation): dynamic evaluation, next-token entropy,
+gradient saliency, their CLI and rule, and the PRU notebooks that read them (on fixtures)."""
+
+import json
+import math
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import torch
+import torch.nn.functional as F
+
+from conftest import copy_project, snakemake
+from rnnrepro.analysis.run_notebook import run as run_notebook
+from rnnrepro.cells import detach_state
+from rnnrepro.configuration import REPO_ROOT, ConfigError, load_study
+from rnnrepro.data.corpus import Corpus
+from rnnrepro.evaluation import dynamic, entropy, saliency
+from rnnrepro.evaluation.dynamic import DynamicEvaluator, DynamicSettings, gradient_statistics, static_loss
+from rnnrepro.evaluation.plan import artifact_evaluation_files, check_evaluations, evaluation_spec
+from rnnrepro.models.language_model import LMOutput
+from rnnrepro.train.language_model import build_model
+
+VOCAB = 12
+
+
+def tiny_config(cell="lstm", layers=1, tie=False, hidden=16, embedding=8, cell_options=None) -> dict:
+    return {
+        "architecture": {"cell": cell, "embedding_size": embedding, "hidden_size": hidden, "layers": layers,
+                         "tie_weights": tie, "cell_options": cell_options or {}},
+        "recipe": {"dropout_kind": "elementwise", "dropout_embedding": 0.0, "dropout_input": 0.0,
+                   "dropout_hidden": 0.0, "dropout_output": 0.0, "weight_drop": 0.0},
+    }
+
+
+def tiny_model(seed=0, **kwargs):
+    torch.manual_seed(seed)
+    return build_model(tiny_config(**kwargs), VOCAB).eval()
+
+
+def stream(seed, n) -> torch.Tensor:
+    return torch.randint(0, VOCAB, (n,), generator=torch.Generator().manual_seed(seed))
+
+
+def repeated_text(length=10, times=40) -> torch.Tensor:
+    return stream(1, length).repeat(times)
+
+
+def weights(model) -> list[torch.Tensor]:
+    return [p.detach().clone() for p in model.parameters()]
+
+
+# ---- dynamic evaluation ------------------------------------------------------------------------
+
+def test_perplexity_falls_on_a_repeated_text():
+    model = tiny_model()
+    stats = gradient_statistics(model, stream(2, 2000), batch_size=4, segment_length=5)
+    text = repeated_text()
+    before = static_loss(model, text)
+    after = DynamicEvaluator(model, stats, DynamicSettings(lr=1e-3, decay=1e-3, epsilon=1e-5, segment_length=5)).evaluate(text)
+    # A 10-token loop seen 40 times: the untrained model scores about ln 12 = 2.48 nats per token
+    # throughout; adapted as it reads, it learns the loop (about 1.5 nats on average over the stream).
+    assert before > 2.3
+    assert after < before - 0.5
+
+
+def test_zero_lr_and_zero_decay_is_the_static_evaluation_and_leaves_the_weights():
+    model = tiny_model(layers=2, tie=True, embedding=16)
+    theta0 = weights(model)
+    stats = gradient_statistics(model, stream(2, 600), batch_size=3, segment_length=7)
+    text = stream(3, 203)
+    got = DynamicEvaluator(model, stats, DynamicSettings(0.0, 0.0, 1e-5, segment_length=5)).evaluate(text)
+    # Independent reference: the whole stream in one forward pass, batch 1, every target after the first.
+    with torch.no_grad():
+        logits = model(text[:-1].reshape(-1, 1), model.init_state(1)).logits
+    reference = F.cross_entropy(logits.reshape(-1, VOCAB), text[1:]).item()
+    assert got == pytest.approx(reference, abs=1e-6)
+    assert static_loss(model, text, window=13) == pytest.approx(reference, abs=1e-6)
+    assert all(torch.equal(a, b) for a, b in zip(theta0, weights(model)))
+
+
+def test_every_stream_starts_and_ends_at_the_trained_weights():
+    model = tiny_model()
+    theta0 = weights(model)
+    stats = gradient_statistics(model, stream(2, 600), batch_size=3, segment_length=5)
+    evaluator = DynamicEvaluator(model, stats, DynamicSettings(1e-2, 1e-3, 1e-5, 5))
+    first = evaluator.evaluate(repeated_text())
+    assert all(torch.equal(a, b) for a, b in zip(theta0, weights(model)))
+    assert evaluator.evaluate(repeated_text()) == pytest.approx(first, abs=1e-9)
+
+
+def test_decay_pulls_the_weights_back_toward_theta0():
+    model = tiny_model()
+    stats = gradient_statistics(model, stream(2, 600), batch_size=3, segment_length=5)
+    decay = 0.2  # 1/λ = 5: below the largest rates of this model, so the clip is exercised
+    evaluator = DynamicEvaluator(model, stats, DynamicSettings(lr=0.0, decay=decay, epsilon=1e-5, segment_length=5))
+    theta0 = weights(model)
+    with torch.no_grad():
+        for p in model.parameters():
+            p.add_(torch.randn_like(p))
+    moved = weights(model)
+    x, y = stream(4, 6)[:-1].reshape(-1, 1), stream(4, 6)[1:].reshape(-1, 1)
+    for _ in range(3):
+        loss = F.cross_entropy(model(x, model.init_state(1)).logits.reshape(-1, VOCAB), y.reshape(-1))
+        evaluator.adapt(loss)
+    # With lr 0 an update is θ ← θ + λ r (θ0 − θ), r = min(MS / mean MS, 1/λ): every element's distance
+    # to θ0 shrinks by exactly (1 − λ r) per update, whatever the gradient.
+    clipped = 0
+    for p, p0, p_moved, rate in zip(model.parameters(), theta0, moved, stats.decay_rates):
+        factor = 1 - decay * rate.clamp(max=1 / decay)
+        torch.testing.assert_close(p.detach() - p0, factor ** 3 * (p_moved - p0))
+        clipped += int((rate > 1 / decay).sum())
+    assert clipped > 0  # some rates exceed 1/λ: those elements are back at θ0 after one update
+
+
+def test_gradient_statistics_are_the_root_mean_square_of_segment_gradients():
+    model = tiny_model()
+    train = stream(5, 41)  # batch 2: 20 rows, segments of 9 -> rows 0-9, 9-18, 18-19 (3 segments)
+    stats = gradient_statistics(model, train, batch_size=2, segment_length=9)
+    assert stats.segments == 3
+    source = train[:40].view(2, 20).t()
+    state, squares = model.init_state(2), [torch.zeros_like(p) for p in model.parameters()]
+    for start in (0, 9, 18):
+        stop = min(start + 9, 19)
+        out = model(source[start:stop], state)
+        loss = F.cross_entropy(out.logits.reshape(-1, VOCAB), source[start + 1 : stop + 1].reshape(-1))
+        model.zero_grad()
+        loss.backward()
+        squares = [s + p.grad ** 2 for s, p in zip(squares, model.parameters())]
+        state = [detach_state(layer) for layer in out.state]
+    ms = [torch.sqrt(s / 3) for s in squares]
+    mean = torch.stack([m.mean() for m in ms]).mean()
+    for got, want, rate in zip(stats.ms, ms, stats.decay_rates):
+        torch.testing.assert_close(got, want)
+        torch.testing.assert_close(rate, want / mean)
+
+
+class LogProbabilityHead(torch.nn.Module):
+    """A language model whose logits are already log-probabilities (as a mixture-of-softmaxes head's)."""
+
+    def __init__(self, model):
+        super().__init__()
+        self.model = model
+
+    def init_state(self, batch_size):
+        return self.model.init_state(batch_size)
+
+    def forward(self, tokens, state):
+        out = self.model(tokens, state)
+        return LMOutput(torch.log_softmax(out.logits, -1), out.state, out.last_raw, out.last_dropped)
+
+
+def test_heads_returning_log_probabilities_give_the_same_losses():
+    plain = tiny_model()
+    wrapped = LogProbabilityHead(plain)
+    train, text = stream(2, 600), repeated_text(times=4)
+    settings = DynamicSettings(1e-2, 2e-3, 1e-5, 5)
+    results = []
+    for model in (plain, wrapped):
+        stats = gradient_statistics(model, train, 3, 5)
+        results.append((static_loss(model, text), DynamicEvaluator(model, stats, settings).evaluate(text)))
+    assert results[0] == pytest.approx(results[1], abs=1e-5)
+
+
+def test_tuning_picks_the_best_grid_point_and_reports_every_one():
+    model = tiny_model()
+    stats = gradient_statistics(model, stream(2, 600), 3, 5)
+    chosen, grid = dynamic.tune(model, stats, repeated_text(), lrs=[0.0, 1e-3], decays=[1e-3, 1e-2],
+                                epsilon=1e-5, segment_length=5)
+    assert [(row["decay"], row["lr"]) for row in grid] == [(1e-3, 0.0), (1e-3, 1e-3), (1e-2, 0.0), (1e-2, 1e-3)]
+    best = min(grid, key=lambda row: row["tune_loss"])
+    assert (chosen.lr, chosen.decay) == (best["lr"], best["decay"]) and chosen.lr == 1e-3
+    assert grid[0]["tune_loss"] == pytest.approx(grid[2]["tune_loss"])  # lr 0: static, whatever λ
+
+
+def test_bad_settings_are_refused():
+    with pytest.raises(ValueError, match="segment_length"):
+        DynamicSettings(1e-3, 1e-3, 1e-5, 0)
+
+
+# ---- entropy ------------------------------------------------------------------------------------
+
+def constant_prediction_model(log_probabilities: torch.Tensor, **kwargs):
+    """A model whose next-token distribution is the same after every context: decoder weight 0, bias log p."""
+    model = tiny_model(**kwargs)
+    with torch.no_grad():
+        model.decoder.weight.zero_()
+        model.decoder.bias.copy_(log_probabilities)
+    return model
+
+
+def test_entropies_of_a_hand_checked_model():
+    p = torch.tensor([0.5, 0.25, 0.125, 0.125] + [0.0] * (VOCAB - 4)) + 1e-12
+    p = p / p.sum()
+    model = constant_prediction_model(p.log())
+    values = entropy.next_token_entropies(model, stream(6, 103), streams=5, window=3)
+    # 103 tokens in 5 streams: 20 rows, so 19 contexts per stream; H = 0.5 ln2 + 0.25 ln4 + 2 * 0.125 ln8.
+    assert values.shape == (19, 5)
+    torch.testing.assert_close(values, torch.full((19, 5), 1.75 * math.log(2)), atol=1e-5, rtol=0)
+
+
+def test_entropy_run_reports_contexts_and_means():
+    model = constant_prediction_model(torch.zeros(VOCAB))  # uniform: ln 12 everywhere
+    corpus = Corpus(vocab=[f"w{i}" for i in range(VOCAB)], tokenizer="word", train=stream(1, 50),
+                    valid=stream(2, 101), test=stream(3, 50))
+    out = entropy.run(model, corpus, {"split": "valid", "streams": 4})
+    assert (out["steps"], out["contexts"]) == (24, 96)
+    assert out["mean_entropy"] == pytest.approx(math.log(VOCAB), abs=1e-5)
+    assert len(out["entropies"]) == 24 and len(out["entropies"][0]) == 4
+
+
+# ---- saliency -----------------------------------------------------------------------------------
+
+def test_top_words_and_zero_saliency_when_the_prediction_ignores_the_input():
+    bias = torch.linspace(1.0, -1.0, VOCAB)[torch.randperm(VOCAB, generator=torch.Generator().manual_seed(0))]
+    model = constant_prediction_model(bias)
+    result = saliency.saliency(model, torch.tensor([1, 2, 3, 4]), target=5)
+    probabilities = torch.softmax(bias, 0)
+    assert result["top_ids"] == probabilities.argsort(descending=True)[:5].tolist()
+    assert result["top_probabilities"] == pytest.approx(probabilities.sort(descending=True).values[:5].tolist())
+    assert result["target_probability"] == pytest.approx(probabilities[5].item())
+    assert result["saliency"] == [0.0, 0.0, 0.0, 0.0]
+
+
+def test_saliency_is_the_squared_gradient_norm_at_each_input_embedding():
+    model = tiny_model(layers=2, hidden=12)
+    words, target = torch.tensor([3, 7, 1, 9, 4]), 6  # distinct words, untied: one embedding row each
+    result = saliency.saliency(model, words, target)
+    # Independent computation: the gradient of the embedding matrix row of each (distinct) word.
+    model.zero_grad()
+    out = model(words.reshape(-1, 1), model.init_state(1))
+    (-torch.log_softmax(out.logits[-1, 0], -1)[target]).backward()
+    expected = model.embedding.weight.grad[words].pow(2).sum(-1)
+    assert result["saliency"] == pytest.approx(expected.tolist(), rel=1e-5)
+    assert result["saliency"][-1] > 0
+
+
+def test_saliency_of_a_word_the_state_forgets_is_zero():
+    # An LSTM whose forget gate is shut (bias -1e4): c_t = i_t * g_t depends on x_t and h_{t-1} only, and
+    # with a zero recurrent matrix h_{t-1} does not enter either, so only the last word matters.
+    model = tiny_model(cell="lstm")
+    layer = model.layers[0]
+    with torch.no_grad():
+        for name, p in layer.named_parameters():
+            if "weight_hh" in name:
+                p.zero_()
+            if "bias_ih" in name:
+                hidden = p.numel() // 4
+                p[hidden : 2 * hidden] = -1e4  # PyTorch gate order i, f, g, o
+    result = saliency.saliency(model, torch.tensor([3, 7, 1, 9]), target=2)
+    assert result["saliency"][:3] == [0.0, 0.0, 0.0]
+    assert result["saliency"][3] > 0
+
+
+def test_sequences_are_the_first_long_enough_sentences():
+    eos = 0
+    tokens = torch.tensor([5, 6, eos, 1, 2, 3, 4, eos, 7, 8, eos, 9, 10, 11, 3, 2])
+    picked = saliency.pick_sequences(tokens, eos, count=2, length=3)
+    assert [t.tolist() for t in picked] == [[1, 2, 3, 4], [9, 10, 11, 3]]
+    with pytest.raises(ValueError, match="lower `sequences` or `length`"):
+        saliency.pick_sequences(tokens, eos, count=3, length=3)
+
+
+# ---- plan, CLI and rule -------------------------------------------------------------------------
+
+def test_study_evaluations_resolve_per_budget():
+    study = load_study("pru")
+    paper = evaluation_spec(study, {"budget": "paper", "device": "cpu", "threads": 1}, "dynamic_eval")
+    smoke = evaluation_spec(study, {"budget": "smoke", "device": "cpu", "threads": 1}, "dynamic_eval")
+    assert paper["lr"] == [3e-5, 4e-5, 5e-5, 6e-5, 7e-5, 1e-4] and paper["segment_length"] == 5
+    assert smoke["method"] == "dynamic" and smoke["segment_length"] == 20
+    files = artifact_evaluation_files(study, {"budget": "smoke", "seeds": [1111]}, "fig3")
+    assert files == ["results/runs/pru/synth_ptb/pru_g4_k2_m1400/frac100/seed1111/entropy.json",
+                     "results/runs/pru/synth_ptb/lstm_m1000/frac100/seed1111/entropy.json"]
+
+
+@pytest.mark.parametrize("change, message", [
+    (lambda s: s["artifacts"]["fig3"].update(evaluations=["entropies"]), "unknown evaluation 'entropies'"),
+    (lambda s: s["evaluations"].update(metrics=s["evaluations"]["entropy"]), "taken by the run folder"),
+    (lambda s: s["budgets"]["smoke"]["evaluations"].update(entropy={"method": "saliency"}), "not the method"),
+    (lambda s: s["budgets"]["smoke"]["evaluations"].update(entropy={"streams": 0}), "streams"),
+])
+def test_bad_evaluation_declarations_are_named(change, message):
+    study = load_study("pru")
+    change(study)
+    with pytest.raises(ConfigError, match=message):
+        check_evaluations(study)
+
+
+def write_corpus(folder: Path) -> None:
+    words = [f"w{i}" for i in range(VOCAB - 1)]
+    folder.mkdir(parents=True)
+    (folder / "vocab.txt").write_text("".join(json.dumps(w) + "\n" for w in ["<eos>", *words]))
+    (folder / "stats.json").write_text(json.dumps({"tokenizer": "word"}))
+    generator = torch.Generator().manual_seed(0)
+    for split, lines in (("train", 120), ("valid", 30), ("test", 30)):
+        text = "".join(" ".join(words[i] for i in torch.randint(0, VOCAB - 1, (12,), generator=generator)) + "\n"
+                       for _ in range(lines))
+        (folder / f"{split}.txt").write_text(text)
+
+
+def trained_cell(tmp_path: Path) -> Path:
+    """A run folder with model.pt (weights + config) over a tiny processed corpus."""
+    write_corpus(tmp_path / "data")
+    cfg = {**tiny_config(), "study": "pru", "task": "lm", "dataset": "ptb", "corpus": "tiny", "model": "lstm_tiny",
+           "fraction": 100, "seed": 1, "budget": "smoke",
+           "data": {"dir": str(tmp_path / "data"), "train_file": str(tmp_path / "data" / "train.txt")}}
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    torch.save({"config": cfg, "state_dict": tiny_model().state_dict()}, run_dir / "model.pt")
+    return run_dir
+
+
+def evaluation_cli(run_dir: Path, spec: dict, output: Path) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "rnnrepro.evaluation", "--run-dir", str(run_dir), "--name",
+                           spec.get("name", "x"), "--config", json.dumps(spec), "--output", str(output)],
+                          capture_output=True, text=True, timeout=300)
+
+
+def test_cli_runs_each_method_over_a_run_folder(tmp_path):
+    run_dir = trained_cell(tmp_path)
+    specs = {
+        "dynamic_eval": {"method": "dynamic", "splits": ["valid", "test"], "segment_length": 5, "stats_batch_size": 4,
+                         "stats_max_segments": 10, "epsilon": 1e-5, "lr": [0.0, 1e-2], "decay": [1e-3],
+                         "tune_tokens": 100},
+        "entropy": {"method": "entropy", "split": "valid", "streams": 3},
+        "saliency": {"method": "saliency", "split": "test", "sequences": 2, "length": 5},
+    }
+    for name, settings in specs.items():
+        result = evaluation_cli(run_dir, {"name": name, **settings, "device": "cpu", "threads": 1},
+                                run_dir / f"{name}.json")
+        assert result.returncode == 0, result.stderr
+    out = json.loads((run_dir / "dynamic_eval.json").read_text())
+    assert (out["model"], out["evaluation"], len(out["grid"])) == ("lstm_tiny", "dynamic_eval", 2)
+    for split in ("valid", "test"):
+        assert out[f"static_{split}_ppl"] == pytest.approx(math.exp(out[f"static_{split}_loss"]))
+    assert json.loads((run_dir / "entropy.json").read_text())["streams"] == 3
+    assert len(json.loads((run_dir / "saliency.json").read_text())["sequences"]) == 2
+
+
+def test_cli_names_bad_settings_and_a_missing_model(tmp_path):
+    run_dir = trained_cell(tmp_path)
+    bad = evaluation_cli(run_dir, {"name": "e", "method": "entropy", "split": "valid", "streams": 0, "device": "cpu",
+                                   "threads": 1}, tmp_path / "e.json")
+    assert bad.returncode == 1 and "streams" in bad.stderr and not (tmp_path / "e.json").exists()
+    (run_dir / "model.pt").unlink()
+    missing = evaluation_cli(run_dir, {"name": "e", "method": "entropy", "split": "valid", "streams": 2,
+                                       "device": "cpu", "threads": 1}, tmp_path / "e.json")
+    assert missing.returncode == 1 and "model.pt not found: train the cell first" in missing.stderr
+
+
+def test_paper_budget_dry_run_lists_every_evaluation(tmp_path):
+    project = copy_project(tmp_path)
+    result = snakemake(project, "-n", "results/tables/pru_dynamic_eval.csv",
+                       "results/tables/pru_fig3.csv", "results/tables/pru_saliency.csv")
+    assert result.returncode == 0, result.stderr[-3000:]
+    counts = {line.split()[0]: int(line.split()[1]) for line in result.stdout.splitlines()
+              if len(line.split()) == 2 and line.split()[1].isdigit()}
+    # 2 models x 3 evaluations over the two PTB Table 1 cells, which train once for all three notebooks.
+    assert counts["evaluate_cell"] == 6 and counts["train_cell"] == 2
+
+
+# ---- the notebooks, on fixtures ----------------------------------------------------------------
+
+def fixture_cells(tmp_path: Path, evaluation: str, make) -> list[str]:
+    files = []
+    for model in ("pru_g4_k2_m1400", "lstm_m1000"):
+        run_dir = tmp_path / "runs" / model
+        run_dir.mkdir(parents=True)
+        cell = {"study": "pru", "dataset": "ptb", "corpus": "ptb", "model": model, "fraction": 100, "seed": 1111,
+                "budget": "paper"}
+        trained = {"params": 1000, "epochs": 1, "wall_seconds": 1.0, "val_loss": 4.2, "val_ppl": math.exp(4.2),
+                   "test_loss": 4.1, "test_ppl": math.exp(4.1)}  # what the trainer writes (not read here)
+        (run_dir / "metrics.json").write_text(json.dumps({**cell, **trained}))
+        (run_dir / f"{evaluation}.json").write_text(json.dumps({**cell, **make(model)}))
+        files.append(str(run_dir / "metrics.json"))
+    return files
+
+
+def execute(notebook: str, artifact: str, metrics: list[str], tmp_path: Path, monkeypatch) -> pd.DataFrame:
+    monkeypatch.chdir(REPO_ROOT)
+    table, figure = tmp_path / f"{artifact}.csv", tmp_path / f"{artifact}.png"
+    run_notebook(REPO_ROOT / "notebooks" / notebook, tmp_path / f"{artifact}.ipynb",
+                 {"study": "pru", "artifact": artifact, "metrics_files": metrics, "tables": [str(table)],
+                  "figures": [str(figure)]})
+    assert figure.stat().st_size > 0
+    return pd.read_csv(table)
+
+
+def test_dynamic_eval_notebook(tmp_path, monkeypatch):
+    numbers = {"pru_g4_k2_m1400": (60.0, 54.0), "lstm_m1000": (64.0, 57.0)}
+    metrics = fixture_cells(tmp_path, "dynamic_eval", lambda m: {
+        "static_test_ppl": numbers[m][0], "dynamic_test_ppl": numbers[m][1], "lr": 5e-5, "decay": 2e-3,
+        "epsilon": 2e-5, "segment_length": 5, "grid": [{"lr": 5e-5, "decay": 2e-3, "tune_loss": 4.0, "tune_ppl": 54.6}]})
+    table = execute("pru_dynamic_eval.py", "dynamic_eval", metrics, tmp_path, monkeypatch)
+    assert table[["model", "evaluation"]].values.tolist() == [
+        ["pru_g4_k2_m1400", "static"], ["pru_g4_k2_m1400", "dynamic"], ["lstm_m1000", "static"], ["lstm_m1000", "dynamic"]]
+    assert table["test_ppl"].tolist() == [60.0, 54.0, 64.0, 57.0]
+    assert table["paper_test_ppl"].tolist() == [62.42, 55.23, 66.29, 58.79]
+    assert table["test_change_pct"].iloc[1] == pytest.approx(-10.0)
+
+
+def test_fig3_notebook(tmp_path, monkeypatch):
+    means = {"pru_g4_k2_m1400": 3.5, "lstm_m1000": 4.0}
+    metrics = fixture_cells(tmp_path, "entropy", lambda m: {
+        "split": "valid", "streams": 2, "steps": 3, "contexts": 6, "mean_entropy": means[m],
+        "mean_entropy_first_stream": means[m] - 0.5,
+        "entropies": [[means[m] - 0.5, means[m] + 0.5]] * 3})
+    table = execute("pru_fig3.py", "fig3", metrics, tmp_path, monkeypatch)
+    assert table["model"].tolist() == ["pru_g4_k2_m1400", "lstm_m1000"]
+    assert table["mean_entropy"].tolist() == [3.5, 4.0]
+    assert table["paper_mean_entropy"].tolist() == [3.80, 3.93]
+    assert table["contexts"].tolist() == [6, 6]
+
+
+def test_saliency_notebook(tmp_path, monkeypatch):
+    metrics = fixture_cells(tmp_path, "saliency", lambda m: {"split": "test", "length": 3, "sequences": [
+        {"words": ["the", "cat", "sat"], "target": "on", "saliency": [1.0, 1.0, 2.0],
+         "top_words": ["on", "down", "up", "in", "."], "top_probabilities": [0.4, 0.2, 0.1, 0.05, 0.05],
+         "target_probability": 0.4}]})
+    table = execute("pru_saliency.py", "saliency", metrics, tmp_path, monkeypatch)
+    assert len(table) == 6
+    assert table["saliency_share"].tolist() == [0.25, 0.25, 0.5] * 2
+    assert table["top5"].iloc[0].startswith("on (0.400) down (0.200)")
