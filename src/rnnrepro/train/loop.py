@@ -202,16 +202,21 @@ class TrainingLoop:
         fresh = (copy.deepcopy(t.model.state_dict()), copy.deepcopy(t.optimizer.state_dict()),
                  copy.deepcopy(t.state_dict()), checkpoint.rng_state())
         try:
-            saved = checkpoint.load(path, self.device, ("config", "model", "optimizer", "rng", "progress", "task"))
+            saved = checkpoint.load(path, self.device, ("config",))
             if saved["config"] != self.cfg:
                 print(f"[rnnrepro] {path} was written for a different config; starting this cell afresh",
                       file=sys.stderr)
                 return False
+            missing = [key for key in ("model", "optimizer", "rng", "progress", "task") if key not in saved]
+            if missing:
+                raise checkpoint.DamagedCheckpoint(path, f"it holds no {', '.join(missing)}")
             try:
                 t.model.load_state_dict(saved["model"])
                 t.optimizer.load_state_dict(saved["optimizer"])
                 checkpoint.set_rng_state(saved["rng"])
                 progress = saved["progress"]
+                if not isinstance(progress, Progress):
+                    raise TypeError(f"its progress is a {type(progress).__name__}")
                 t.load_state_dict(saved["task"], progress)
             except checkpoint.DamagedCheckpoint:
                 raise
