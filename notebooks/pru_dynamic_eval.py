@@ -48,12 +48,13 @@ table.to_csv(tables[0], index=False)
 table
 
 # %% [markdown]
-# The validation grid of each cell (perplexity on the tuning tokens per η, λ).
+# The validation grid of each cell (perplexity on the tuning tokens per η, λ; a single given pair is
+# not tuned and has none).
 
 # %%
 grid = pd.concat([pd.DataFrame(row["grid"]).assign(model=row["model"], seed=row["seed"])
                   for _, row in evals.iterrows()], ignore_index=True)
-grid.pivot_table(index=["model", "seed", "decay"], columns="lr", values="tune_ppl")
+grid.pivot_table(index=["model", "seed", "decay"], columns="lr", values="tune_ppl") if "tune_ppl" in grid else grid
 
 # %%
 long = pd.concat([

@@ -337,6 +337,13 @@ def test_cli_runs_each_method_over_a_run_folder(tmp_path):
     for split in ("valid", "test"):
         assert out[f"static_{split}_ppl"] == pytest.approx(math.exp(out[f"static_{split}_loss"]))
     assert json.loads((run_dir / "entropy.json").read_text())["streams"] == 3
+    # One given pair: used as is, no tuning pass.
+    fixed = {"name": "dynamic_eval", **specs["dynamic_eval"], "lr": [1e-2], "splits": ["test"], "device": "cpu",
+             "threads": 1}
+    assert evaluation_cli(run_dir, fixed, run_dir / "fixed.json").returncode == 0
+    out = json.loads((run_dir / "fixed.json").read_text())
+    assert (out["grid"], out["tune_tokens"], out["lr"]) == ([{"lr": 1e-2, "decay": 1e-3}], 0, 1e-2)
+    assert "static_valid_ppl" not in out
     assert len(json.loads((run_dir / "saliency.json").read_text())["sequences"]) == 2
 
 

@@ -22,8 +22,9 @@ The reported loss is the mean over every scored token (Krause weights each segme
 len/n, the same thing); the first token of a stream is never scored. With η = λ = 0 this is exactly
 the static evaluation of θ0 on the whole stream at batch 1.
 
-η (``lr``) and λ (``decay``) are given by the study (the authors' values where they published them)
-or tuned on the first ``tune_tokens`` of the validation split over a declared grid, restarting from
+η (``lr``) and λ (``decay``) are given by the study (the authors' values where they published them:
+one pair, used as given) or tuned on the first ``tune_tokens`` of the validation split over a declared
+grid, restarting from
 θ0 at every grid point and keeping the first best (Krause's ``--grid`` / ``--gridfast``). The chosen
 pair then scores each split the study asks for (``splits``: validation and/or test), each from θ0.
 
@@ -203,8 +204,13 @@ def run(model, corpus, spec: dict) -> dict:
     of the spec's ``splits``, with the hyperparameters used (tuned on validation when the spec gives a grid)."""
     n = spec["segment_length"]
     statistics = gradient_statistics(model, corpus.train, spec["stats_batch_size"], n, spec["stats_max_segments"])
-    tune_tokens = corpus.valid if spec["tune_tokens"] is None else corpus.valid[: spec["tune_tokens"]]
-    chosen, grid = tune(model, statistics, tune_tokens, spec["lr"], spec["decay"], spec["epsilon"], n)
+    if len(spec["lr"]) * len(spec["decay"]) == 1:
+        # The authors' pair, given: nothing to tune, so no validation pass for it.
+        chosen = DynamicSettings(spec["lr"][0], spec["decay"][0], spec["epsilon"], n)
+        tune_tokens, grid = corpus.valid[:0], [{"lr": chosen.lr, "decay": chosen.decay}]
+    else:
+        tune_tokens = corpus.valid if spec["tune_tokens"] is None else corpus.valid[: spec["tune_tokens"]]
+        chosen, grid = tune(model, statistics, tune_tokens, spec["lr"], spec["decay"], spec["epsilon"], n)
     dynamic = DynamicEvaluator(model, statistics, chosen)
     out = {}
     for split in spec["splits"]:
