@@ -2,7 +2,9 @@
 
 Both are checked against the JSON schemas in ``workflow/schemas/`` before any job starts; an error
 names the file, the offending key and what is allowed. Cross-references the schema cannot express
-(a model naming an unknown recipe, an artifact naming an unknown model) are checked here too.
+(a model naming an unknown recipe, cell or cell option, an artifact naming an unknown model or
+dataset) are checked here too. Values given on the command line (``--config``) are read as the
+schema's types first, and an error in one of them names the command line.
 
 This module imports no torch: the Snakefile imports it at parse time.
 """
@@ -178,6 +180,7 @@ def load_study(study: str, root: Path = REPO_ROOT) -> dict:
 
 def known_datasets() -> list[str]:
     """Every dataset id the data layer can fetch or derive (the registry's and the autocomplete sets)."""
+    # imported when a study is checked: the data package (numpy) is more than the config needs
     from .data.autocomplete import AUTOCOMPLETE_DATASETS
     from .data.registry import DATASETS
 
@@ -186,8 +189,8 @@ def known_datasets() -> list[str]:
 
 def _check_model(name: str, model: dict) -> list[str]:
     """A model's cell id and cell_options against the cell's constructor, and its sizing."""
-    from .cells import CELLS, validate_cell
-    from .sizing import RECURRENT_PARAMS
+    from .cells import CELLS, validate_cell  # torch-free: signatures are read from the source
+    from .sizing import RECURRENT_PARAMS  # imported here: sizing imports this module
 
     if model["cell"] not in CELLS:
         return [f"models.{name}.cell: unknown cell {model['cell']!r}; known cells: {', '.join(sorted(CELLS))}"]
