@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import ast
 from dataclasses import dataclass
+from functools import cache
 from importlib import import_module
 from importlib.util import find_spec, resolve_name
 from pathlib import Path
@@ -80,6 +81,7 @@ def cell_options(cell: str) -> tuple[dict[str, CellOption], bool]:
     return constructor_options(f"{__name__}.{module_name}", class_name)
 
 
+@cache  # each module's source is parsed once per process
 def constructor_options(module: str, class_name: str) -> tuple[dict[str, CellOption], bool]:
     """``cell_options`` of any layer class ``module.class_name``, read from its module's source.
 
