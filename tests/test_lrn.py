@@ -232,6 +232,12 @@ def test_xavier_init_is_the_authors_bounds_and_zero_biases():
         build_layer("lrn", 3, 4, init="orthogonal")
 
 
+def test_init_option_does_not_change_counts_or_sizing():
+    from rnnrepro.sizing import layer_params
+    layer = build_layer("gru_single_bias", 3, 4, init="xavier")
+    assert layer_params("gru_single_bias", 3, 4, {"init": "xavier"}) == sum(p.numel() for p in layer.parameters())
+
+
 # --- weight drop: as released vs as intended ----------------------------------------------------------
 
 def test_weight_drop_as_intended_reaches_lrn_and_sru_input_projections():

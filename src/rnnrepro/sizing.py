@@ -19,7 +19,7 @@ from .configuration import ConfigError
 RECURRENT_PARAMS = {
     "lstm": lambda n, m: 4 * m * (n + m) + 8 * m,                      # nn.LSTM, two biases
     "gru": lambda n, m: 3 * m * (n + m) + 6 * m,                       # nn.GRU, two biases
-    "gru_single_bias": lambda n, m: 3 * (n * m + m * m + m),
+    "gru_single_bias": lambda n, m, init="uniform": 3 * (n * m + m * m + m),   # (init: starting values only)
     # Lattice units (n = m): 2, 3, 4 gates plus two projected states, each on [x; h] with one bias
     "ps_lru": lambda n, m: 4 * (2 * m * m + m),
     "rg_lru": lambda n, m: 5 * (2 * m * m + m),
