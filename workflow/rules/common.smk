@@ -165,3 +165,31 @@ def evaluation_config(wildcards):
     return json.dumps(
         evaluation_spec(STUDIES[wildcards.study], config, wildcards.evaluation)
     )
+
+
+# The speed benchmark (speed.smk): studies that declare `speed:`, and a study's resolved settings.
+def speed_studies():
+    return [study for study in STUDIES if "speed" in STUDIES[study]]
+
+
+def speed_settings(wildcards):
+    """The study's speed block under the current budget, with each model resolved like a training cell."""
+    study = STUDIES[wildcards.study]
+    settings = {**study["speed"], **grid.budget_of(study, config).get("speed", {})}
+    data_key = grid.data_key(study, config, settings["dataset"])
+    cells = {
+        model: grid.resolve_cell(
+            study,
+            config,
+            grid.Cell(wildcards.study, data_key, model, 100, config["seeds"][0]),
+        )
+        for model in settings["models"]
+    }
+    return json.dumps(
+        {
+            **settings,
+            "cells": cells,
+            "device": config["device"],
+            "threads": config["threads"],
+        }
+    )
