@@ -303,6 +303,27 @@ def test_smoke_grid_is_small(study):
     assert len(cells | parents) == 3        # lrn, lrn_ft, lrn_identity
 
 
+def test_claims_hold_on_the_papers_own_numbers(study):
+    """Tables holding the paper's numbers as ours: every claim must hold (else it misreads the paper)."""
+    from rnnrepro.analysis.claims import HELD, evaluate_study
+    lm_rows = []
+    for dataset, models in study["paper"]["lm"].items():
+        for model, values in models.items():
+            for stage in ("base", "finetune", "dynamic"):
+                ppl = values[f"{stage}_test_ppl"]
+                lm_rows.append({"dataset": dataset, "model": model, "stage": stage, "test_ppl": ppl,
+                                "paper_test_ppl": ppl, "params_m": values["params_m"],
+                                "paper_params_m": values["params_m"]})
+    snli = study["paper"]["speed"]["snli"]
+    speed_rows = [{"model": m, "lm_ratio": v["time_s"] / snli["lstm"]["time_s"],
+                   "layer_ratio": v["time_s"] / snli["lstm"]["time_s"],
+                   "paper_snli_ratio": v["time_s"] / snli["lstm"]["time_s"]} for m, v in snli.items()]
+    tables = {"lrn_lm": pd.DataFrame(lm_rows), "lrn_speed": pd.DataFrame(speed_rows)}
+    verdicts = evaluate_study(study, run_config("paper"), tables)
+    assert len(verdicts) == 1 + 2 + 10 + 10 + 1 + 2
+    assert [v["claim"] for v in verdicts if v["verdict"] != HELD] == []
+
+
 # --- the smoke artifacts --------------------------------------------------------------------------------
 
 LRN_TARGETS = ["results/tables/lrn_lm.csv", "results/figures/lrn_lm.png", "results/tables/lrn_speed.csv",
