@@ -35,9 +35,10 @@ from .loop import Progress, Step, TrainingDiverged, perplexity, run_cell
 def build_model(cfg: dict, vocab_size: int) -> LanguageModel:
     a, r = cfg["architecture"], cfg["recipe"]
     dropouts = Dropouts(r["dropout_kind"], r["dropout_embedding"], r["dropout_input"], r["dropout_hidden"],
-                        r["dropout_output"], r["weight_drop"])
+                        r["dropout_output"], r["weight_drop"], r.get("weight_drop_targets", "recurrent"))
     return LanguageModel(vocab_size, a["cell"], a["embedding_size"], a["hidden_size"], a["layers"],
-                         a["tie_weights"], a["cell_options"], dropouts, init=a.get("init", "awd"))
+                         a["tie_weights"], a["cell_options"], dropouts, init=a.get("init", "awd"),
+                         head=a.get("head"), last_hidden_size=a.get("last_hidden_size"))
 
 
 
