@@ -11,6 +11,7 @@ import hashlib
 import http.server
 import io
 import json
+import re
 import math
 import subprocess
 import sys
@@ -32,7 +33,9 @@ from rnnrepro.data.download import (
     ChecksumError,
     DownloadError,
     UnverifiedDatasetError,
+    check_raw,
     fetch,
+    record_path,
     sources,
 )
 from rnnrepro.data.preprocess import fraction, prepare, read_text, read_vocab, split_lines
@@ -193,6 +196,238 @@ def test_member_sha256_checks_an_archive_without_a_published_digest(register, tm
     assert list((tmp_path / "raw").iterdir()) == []
 
 
+# --- mirrors holding an archive's member files -----------------------------------------------------
+
+TOY_MEMBERS = {"d/train.txt": "a b c\nb a\n", "d/valid.txt": "a b\n", "d/test.txt": "c a\n"}
+
+
+@pytest.fixture(params=["tgz", "zip"])
+def member_dataset(request, register):
+    """A toy word-level dataset whose archive has no published digest, only its members (as PTB)."""
+    kind = request.param
+    return register(file_name=f"toy.{kind}", archive=kind, splits=SplitMembers(*TOY_MEMBERS), tokenizer="word",
+                    member_sha256=tuple((m, sha256(t.encode())) for m, t in TOY_MEMBERS.items()),
+                    member_note="test digests")
+
+
+def member_mirror(root: Path, folder: str = "toy", members: dict[str, bytes] | None = None) -> Path:
+    """A mirror laid out as ../shared/data: each member gzipped under <folder>/<member name>.gz."""
+    members = {m: t.encode() for m, t in TOY_MEMBERS.items()} if members is None else members
+    (root / folder).mkdir(parents=True, exist_ok=True)
+    for member, data in members.items():
+        (root / folder / f"{Path(member).name}.gz").write_bytes(gzip.compress(data))
+    return root
+
+
+def test_member_files_on_a_mirror_are_checked_and_assembled(member_dataset, tmp_path, capsys):
+    mirror = member_mirror(tmp_path / "mirror")
+    raw = fetch("toy", tmp_path / "raw", mirror=str(mirror))
+    assert raw.name == member_dataset.file_name
+    err = capsys.readouterr().err
+    # says what was checked, per member, and never that it was accepted unverified
+    assert "has its published sha256 (test digests)" in err and "train.txt, valid.txt, test.txt" in err
+    assert "unverified" not in err and "warning" not in err
+    record = json.loads(record_path(raw).read_text())
+    assert record["sha256"] == sha256(raw.read_bytes()) and "train.txt.gz" in record["source"]
+    # the assembled archive splits exactly as the original archive does
+    stats = prepare("toy", raw, tmp_path / "from_members")
+    original = tmp_path / "original"
+    original.mkdir()
+    if member_dataset.archive == "tgz":
+        make_tgz(original / "toy.tgz", TOY_MEMBERS)
+    else:
+        with zipfile.ZipFile(original / "toy.zip", "w") as zf:
+            for member, text in TOY_MEMBERS.items():
+                zf.writestr(member, text)
+    assert prepare("toy", original / member_dataset.file_name, tmp_path / "from_archive") == {
+        **stats, "raw_sha256": sha256((original / member_dataset.file_name).read_bytes())}
+    for name in ("train.txt", "valid.txt", "test.txt", "vocab.txt"):
+        assert read_text(tmp_path / "from_members" / name) == read_text(tmp_path / "from_archive" / name)
+    # the same members give the same archive, byte for byte
+    raw.unlink()
+    assert sha256(fetch("toy", tmp_path / "raw", mirror=str(mirror)).read_bytes()) == record["sha256"]
+
+
+def test_members_in_another_folder_of_the_mirror(register, tmp_path):
+    """ptb_char reads ptb's member files: its entry names the mirror folder that holds them."""
+    register(file_name="toy.tgz", archive="tgz", splits=SplitMembers(*TOY_MEMBERS), tokenizer="word",
+             member_sha256=tuple((m, sha256(t.encode())) for m, t in TOY_MEMBERS.items()),
+             member_folders=("shared",))
+    mirror = member_mirror(tmp_path / "mirror", folder="shared")
+    assert fetch("toy", tmp_path / "raw", mirror=str(mirror)).exists()
+
+
+def assert_nothing_kept(dest: Path) -> None:
+    assert not dest.exists() or list(dest.iterdir()) == [], list(dest.iterdir())
+
+
+@pytest.mark.parametrize("damage", ["altered", "truncated", "truncated_gz", "missing"])
+def test_a_bad_member_is_refused_by_name(member_dataset, tmp_path, damage):
+    members = {m: t.encode() for m, t in TOY_MEMBERS.items()}
+    mirror = member_mirror(tmp_path / "mirror", members=members)
+    bad = mirror / "toy" / "valid.txt.gz"
+    if damage == "altered":
+        bad.write_bytes(gzip.compress(b"a c\n"))
+    elif damage == "truncated":
+        bad.write_bytes(gzip.compress(members["d/valid.txt"][:-2]))
+    elif damage == "truncated_gz":
+        bad.write_bytes(gzip.compress(members["d/valid.txt"] * 50)[:-12])
+    else:
+        bad.unlink()
+    dest = tmp_path / "raw"
+    error_type = DownloadError if damage == "missing" else ChecksumError
+    with pytest.raises(error_type) as error:
+        fetch("toy", dest, mirror=str(mirror))
+    message = str(error.value)
+    assert "d/valid.txt" in message or "valid.txt.gz" in message
+    if damage in ("altered", "truncated"):
+        assert "sha256 mismatch" in message and "member d/valid.txt" in message and sha256(members["d/valid.txt"]) in message
+    elif damage == "truncated_gz":
+        assert "truncated or damaged" in message and str(bad.name) in message
+    else:
+        assert "but not d/valid.txt" in message and "train.txt.gz" in message
+    assert_nothing_kept(dest)  # no raw file, no record, no temporary file: nothing downstream can use it
+
+
+def test_archive_with_a_published_digest_or_published_members(register, tmp_path):
+    """WikiText-2: the zip's own digest, or (a repacked zip, or a mirror of the member files) its members'."""
+    original = tmp_path / "original.zip"
+    with zipfile.ZipFile(original, "w") as zf:
+        for member, text in TOY_MEMBERS.items():
+            zf.writestr(member, text)
+    register(file_name="toy.zip", archive="zip", splits=SplitMembers(*TOY_MEMBERS), tokenizer="word",
+             sha256=(Digest(sha256(original.read_bytes()), "test archive digest"),),
+             member_sha256=tuple((m, sha256(t.encode())) for m, t in TOY_MEMBERS.items()), member_note="test")
+    mirror = tmp_path / "mirror"
+    (mirror / "toy").mkdir(parents=True)
+    (mirror / "toy" / "toy.zip").write_bytes(original.read_bytes())
+    assert fetch("toy", tmp_path / "a", mirror=str(mirror)).read_bytes() == original.read_bytes()
+
+    repacked = mirror / "toy" / "toy.zip"
+    with zipfile.ZipFile(repacked, "w", zipfile.ZIP_DEFLATED) as zf:
+        for member, text in TOY_MEMBERS.items():
+            zf.writestr(member, text)
+    assert sha256(repacked.read_bytes()) != sha256(original.read_bytes())
+    assert fetch("toy", tmp_path / "b", mirror=str(mirror)).exists()
+
+    with zipfile.ZipFile(repacked, "w") as zf:
+        for member, text in {**TOY_MEMBERS, "d/test.txt": "altered\n"}.items():
+            zf.writestr(member, text)
+    with pytest.raises(ChecksumError, match=r"sha256 \(of the archive, and of its members\) mismatch.*d/test.txt"):
+        fetch("toy", tmp_path / "c", mirror=str(mirror))
+    assert_nothing_kept(tmp_path / "c")
+
+
+def test_unverified_download_says_what_was_checked(register, tmp_path, capsys):
+    content = b"no published sha256\n"
+    mirror = tmp_path / "mirror"
+    mirror.mkdir()
+    (mirror / "toy.txt").write_bytes(content)
+    register(sha256=None, size_bytes=len(content))
+    fetch("toy", tmp_path / "raw", mirror=str(mirror), trust_unverified=True)
+    err = capsys.readouterr().err
+    assert "warning: dataset 'toy'" in err and "accepted unverified (--trust-unverified)" in err
+    assert f"its size ({len(content)} bytes)" in err and sha256(content) in err
+
+
+def test_a_verified_raw_file_is_kept_without_any_source(register, tmp_path):
+    """An existing checked file is used as it is: no mirror, no reachable URL needed, nothing deleted."""
+    content = b"checked once\n"
+    mirror = tmp_path / "mirror"
+    mirror.mkdir()
+    (mirror / "toy.txt").write_bytes(content)
+    register(sha256=(Digest(sha256(content), "test"),), urls=("http://127.0.0.1:9/toy.txt",))
+    raw = fetch("toy", tmp_path / "raw", mirror=str(mirror))
+    stamp = raw.stat()
+    assert fetch("toy", tmp_path / "raw") == raw  # the mirror dropped, the canonical URL unreachable
+    assert raw.read_bytes() == content and raw.stat().st_mtime_ns == stamp.st_mtime_ns
+    assert raw.stat().st_ino == stamp.st_ino
+
+
+# --- a raw file that changes on disk after its check -----------------------------------------------
+
+def test_raw_file_changed_after_fetch_is_refused_by_prepare(register, tmp_path):
+    content = "the corpus as fetched\n" * 20
+    mirror = tmp_path / "mirror"
+    mirror.mkdir()
+    (mirror / "toy.txt").write_text(content)
+    register(sha256=(Digest(sha256(content.encode()), "test"),))
+    raw = fetch("toy", tmp_path / "raw", mirror=str(mirror))
+    assert "as recorded when it was fetched" in check_raw("toy", raw)
+    prepare("toy", raw, tmp_path / "p")
+
+    raw.write_text(content.replace("fetched", "edited!"))
+    with pytest.raises(DataError) as error:
+        prepare("toy", raw, tmp_path / "q")
+    message = str(error.value)
+    assert str(raw) in message and "changed on disk after it was fetched" in message
+    assert f"rm {raw} {record_path(raw)}" in message and "run the workflow again" in message
+    assert not (tmp_path / "q" / "train.txt").exists()
+
+    # the fix the message names works: fetch again, and prepare accepts the checked copy
+    raw.unlink()
+    record_path(raw).unlink()
+    prepare("toy", fetch("toy", tmp_path / "raw", mirror=str(mirror)), tmp_path / "q")
+
+
+def test_raw_file_without_a_record(register, tmp_path, capsys):
+    content = b"placed by hand\n" * 10
+    raw = tmp_path / "toy.txt"
+    raw.write_bytes(content)
+    register(sha256=(Digest(sha256(content), "test"),))
+    assert "registry's digest" in check_raw("toy", raw)  # checked against the registry instead
+    raw.write_bytes(content + b"more")
+    with pytest.raises(DataError, match=r"is not the file the registry describes.*rm "):
+        prepare("toy", raw, tmp_path / "p")
+
+    register(sha256=None)  # nothing to check it against: used, but not silently
+    check_raw("toy", raw)
+    assert "cannot be checked" in capsys.readouterr().err
+
+    record_path(raw).write_text("{not json")
+    with pytest.raises(DataError, match=r"fetch record .*toy.txt.fetch.json is unreadable"):
+        check_raw("toy", raw)
+
+
+def test_trusted_unverified_file_changed_on_disk_is_fetched_again(register, tmp_path):
+    """Without a published digest only the record shows the file is the one accepted: a changed one
+    (same size) is replaced by a fresh fetch, and prepare refuses it until then."""
+    content = b"abcdefgh\n"
+    mirror = tmp_path / "mirror"
+    mirror.mkdir()
+    (mirror / "toy.txt").write_bytes(content)
+    register(sha256=None, size_bytes=len(content))
+    raw = fetch("toy", tmp_path / "raw", mirror=str(mirror), trust_unverified=True)
+    raw.write_bytes(b"ABCDEFGH\n")
+    with pytest.raises(DataError, match="changed on disk"):
+        check_raw("toy", raw)
+    assert fetch("toy", tmp_path / "raw", mirror=str(mirror), trust_unverified=True).read_bytes() == content
+    check_raw("toy", raw)
+
+
+REAL_MIRROR = Path(__file__).resolve().parents[2] / "shared" / "data"
+
+
+@pytest.mark.skipif(not (REAL_MIRROR / "MANIFEST.md").exists(), reason=f"no real data mirror at {REAL_MIRROR}")
+@pytest.mark.parametrize("dataset_id, tokens, vocab", [
+    ("ptb", (929_589, 73_760, 82_430), 10_000),
+    ("wt2", (2_088_628, 217_646, 245_569), 33_278),
+    ("ptb_char", None, 50),
+    ("warpeace", None, None),
+])
+def test_the_real_mirror_as_it_is_laid_out(tmp_path, capsys, dataset_id, tokens, vocab):
+    """../shared/data holds gzipped split files, not the archives: every dataset of the LRU and PRU
+    studies is fetched from it and checked (MANIFEST.md lists the digests)."""
+    raw = fetch(dataset_id, tmp_path / "raw", mirror=str(REAL_MIRROR))
+    err = capsys.readouterr().err
+    assert "unverified" not in err and "warning" not in err
+    stats = prepare(dataset_id, raw, tmp_path / "p")
+    if tokens is not None:
+        assert tuple(stats["tokens"].values()) == tokens
+    if vocab is not None:
+        assert stats["vocab_size"] == vocab
+
+
 def test_unverified_dataset_needs_explicit_trust(register, tmp_path):
     content = b"no published sha256\n"
     mirror = tmp_path / "mirror"
@@ -306,11 +541,17 @@ def test_out_of_vocabulary_maps_to_unk_or_fails(register, tmp_path):
         prepare(dataset.id, raw, tmp_path / "q")
 
 
-def test_counts_differing_from_the_papers_corpus_are_refused(tmp_path):
-    # The real ptb entry: members behind './' as in simple-examples.tgz, but not the real text.
+def test_counts_differing_from_the_papers_corpus_are_refused(register, tmp_path):
+    dataset, raw = word_dataset(register, tmp_path, "a b\n", "a\n", "b\n",
+                                expected=registry.ExpectedCounts(tokens=(3, 2, 2), vocab_size=4))
+    with pytest.raises(DataError, match="not that corpus"):
+        prepare(dataset.id, raw, tmp_path / "p")
+    assert not (tmp_path / "p" / "train.txt").exists()
+    # The real ptb entry, members behind './' as in simple-examples.tgz, but not the real text: its
+    # members' published digests refuse it before any split is read.
     raw = make_tgz(tmp_path / "simple-examples.tgz",
                    {f"./simple-examples/data/ptb.{s}.txt": " a b \n" for s in registry.SPLITS})
-    with pytest.raises(DataError, match="not that corpus"):
+    with pytest.raises(DataError, match="not the file the registry describes for dataset 'ptb'"):
         prepare("ptb", raw, tmp_path / "p")
     assert not (tmp_path / "p" / "train.txt").exists()
 
@@ -437,3 +678,54 @@ def test_cli_missing_raw_file_is_one_line_and_exit_2(tmp_path):
     assert result.returncode == 2
     assert "Traceback" not in result.stderr and len(result.stderr.strip().splitlines()) == 1
     assert str(missing) in result.stderr and "fetch ptb" in result.stderr
+
+
+# --- the workflow: where a file comes from is not what it is ------------------------------------
+
+TOY_ENTRY = '''
+DATASETS["toy_mirrored"] = Dataset(
+    id="toy_mirrored", description="test fixture", citation="-",
+    urls=("http://127.0.0.1:9/toy.tgz",),  # unreachable: only a mirror can provide it
+    file_name="toy.tgz", sha256=None, archive="tgz",
+    splits=SplitMembers("d/train.txt", "d/valid.txt", "d/test.txt"), tokenizer="word",
+    member_sha256={digests!r}, member_note="test digests",
+)
+'''
+
+
+@pytest.mark.slow
+def test_changing_or_dropping_the_mirror_retrains_nothing(tmp_path):
+    """After a finished run, setting, changing or dropping data_mirror (or trust_unverified_downloads)
+    plans no job at all, and a real run without the mirror leaves the checked raw file in place
+    (Snakemake used to rerun the fetch on the changed setting, delete the file and fail to download it)."""
+    from conftest import copy_project, snakemake
+
+    (tmp_path / "project").mkdir()
+    project = copy_project(tmp_path / "project")
+    digests = tuple((m, sha256(t.encode())) for m, t in TOY_MEMBERS.items())
+    with open(project / "src/rnnrepro/data/registry.py", "a") as f:
+        f.write(TOY_ENTRY.format(digests=digests))
+    members_mirror = member_mirror(tmp_path / "members", folder="toy_mirrored")
+    archive_mirror = tmp_path / "archive"
+    (archive_mirror / "toy_mirrored").mkdir(parents=True)
+    make_tgz(archive_mirror / "toy_mirrored" / "toy.tgz", TOY_MEMBERS)
+    smoke = ["budget=smoke", "device=cpu", "threads=1"]
+    # one training cell of the smoke grid (the first one the lru accuracy table needs) and the toy corpus
+    plan = snakemake(project, "-n", "results/tables/lru_accuracy.csv", "--config", *smoke)
+    assert plan.returncode == 0, plan.stderr
+    cell = re.search(r"results/runs/lru/\S+?/metrics\.json", plan.stdout).group(0)
+    targets = [cell, "data/processed/toy_mirrored/stats.json"]
+
+    run = snakemake(project, "--cores", "2", *targets, "--config", *smoke, f"data_mirror={members_mirror}")
+    assert run.returncode == 0, run.stderr[-3000:]
+    raw = project / "data/raw/toy_mirrored/toy.tgz"
+    before = raw.stat()
+    for settings in ([f"data_mirror={archive_mirror}"], [], ["trust_unverified_downloads=true"]):
+        plan = snakemake(project, "-n", *targets, "--config", *smoke, *settings)
+        assert plan.returncode == 0, plan.stderr
+        assert "Nothing to be done" in plan.stdout + plan.stderr, (settings, plan.stdout[-3000:])
+    rerun = snakemake(project, "--cores", "2", *targets, "--config", *smoke)  # the mirror dropped
+    assert rerun.returncode == 0, rerun.stderr[-3000:]
+    after = raw.stat()
+    assert (after.st_ino, after.st_mtime_ns) == (before.st_ino, before.st_mtime_ns)
+    assert json.loads(record_path(raw).read_text())["sha256"] == sha256(raw.read_bytes())

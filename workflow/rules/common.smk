@@ -102,14 +102,6 @@ def cell_of(wildcards):
     )
 
 
-def mirror():
-    return (
-        str(Path(config["data_mirror"]).resolve())
-        if config["data_mirror"] and "://" not in config["data_mirror"]
-        else config["data_mirror"]
-    )
-
-
 def raw_file(wildcards):
     return f"data/raw/{wildcards.dataset}/{DATASETS[wildcards.dataset].file_name}"
 

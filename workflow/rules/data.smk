@@ -1,8 +1,12 @@
-# Data: fetch (download with sha256 check, or generate a synthetic corpus) -> prepare (splits,
-# vocabulary, stats) -> fraction subsets of the training split (nested prefixes). Autocomplete
-# datasets are derived from a prepared character-level dataset instead of a download.
+# Data: fetch (download with sha256 check, or generate a synthetic corpus) -> prepare (checks the raw
+# file against fetch's record, then splits, vocabulary, stats) -> fraction subsets of the training
+# split (nested prefixes). Autocomplete datasets are derived from a prepared character-level dataset
+# instead of a download. Mirror layout and checks: docs/data.md.
 
 
+# The mirror and the trust switch are read from the config inside the script, not passed as params:
+# a changed param reruns the job and everything downstream, but where a checked file came from does
+# not change it. Beside the raw file the job writes <file>.fetch.json (its sha256), which prepare checks.
 rule fetch_dataset:
     output:
         "data/raw/{dataset}/{file}",
@@ -10,12 +14,8 @@ rule fetch_dataset:
         "logs/data/fetch_{dataset}_{file}.log",
     conda:
         ENV
-    params:
-        mirror=lambda wildcards: f"--mirror {mirror()}" if config["data_mirror"] else "",
-        trust="--trust-unverified" if config["trust_unverified_downloads"] else "",
-    shell:
-        "python -m rnnrepro.data fetch {wildcards.dataset} --dest data/raw/{wildcards.dataset} "
-        "{params.mirror} {params.trust} > {log} 2>&1"
+    script:
+        "../scripts/fetch_dataset.py"
 
 
 rule prepare_dataset:

@@ -24,6 +24,8 @@ from .registry import DATASETS, DataError
 def _verification(d) -> str:
     if d.archive == "synthetic":
         return "generated"
+    if d.sha256 and d.member_sha256:
+        return "verified (archive or members)"
     if d.sha256:
         return "verified"
     if d.member_sha256:
@@ -51,8 +53,9 @@ def _parser() -> argparse.ArgumentParser:
     p = commands.add_parser("fetch", help="download a dataset's raw file and check its sha256")
     p.add_argument("dataset", choices=DATASETS)
     p.add_argument("--dest", required=True, help="folder to write the raw file into")
-    p.add_argument("--mirror", help=f"directory or URL prefix to fetch from (default: ${MIRROR_ENV}, "
-                                    "else the canonical URLs)")
+    p.add_argument("--mirror", help=f"directory or URL prefix holding the raw file or, where the registry "
+                                    "publishes their digests, the archive's member files (default: "
+                                    f"${MIRROR_ENV}, else the canonical URLs); see docs/data.md")
     p.add_argument("--trust-unverified", action="store_true",
                    help="accept a dataset whose registry entry has no sha256")
 

@@ -16,6 +16,9 @@
 - ``stats.json``: tokens per split (``<eos>`` included), lines per split (word level), vocabulary
   size, tokenizer, the raw file's name and sha256, and what normalisation or <unk> mapping did.
 
+The raw file is first compared with the digest fetch recorded for it (``download.check_raw``): one
+that changed on disk after its check is refused, naming the file and the fix.
+
 ``fraction`` writes the first p % of a training split (a prefix, so smaller fractions are prefixes
 of larger ones).
 """
@@ -29,7 +32,7 @@ from itertools import accumulate
 from pathlib import Path
 
 from .archive import extract_members
-from .download import file_digest
+from .download import check_raw, file_digest
 from .registry import EOS, SPLITS, UNK, DataError, Dataset, SplitByPercent, get_dataset
 
 
@@ -182,6 +185,8 @@ def prepare(dataset_id: str, raw_file: Path | str, out_dir: Path | str) -> dict:
             f"raw file {raw_file} for dataset {dataset_id!r} not found; fetch it first: "
             f"python -m rnnrepro.data fetch {dataset_id} --dest {raw_file.parent}"
         )
+    # Before anything is read: a raw file that changed on disk since fetch checked it is refused.
+    check_raw(dataset_id, raw_file)
     out_dir.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=out_dir, prefix=".extract-") as scratch:
         texts, normalisation = _raw_split_texts(dataset, raw_file, Path(scratch))

