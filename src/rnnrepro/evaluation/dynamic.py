@@ -31,7 +31,9 @@ pair then scores each split the study asks for (``splits``: validation and/or te
 Departures from ``benkrause/dynamic-evaluation:dynamiceval.py`` (current version, the "new" scaling):
 
 1. Every target after the first is scored; the script's loop condition skips the final target when
-   exactly one is left after the last full segment (at most one token per stream).
+   exactly one is left after the last full segment (at most one token per stream), and likewise may
+   leave out a last one-row segment of the training statistics. Otherwise the two agree to float
+   round-off (checked by running a transcription of the script's loop on a tiny model).
 2. With λ = 0 the clip at 1/λ is not applied (the script would divide by zero); the decay term is
    zero anyway.
 3. Parameters a model does not use in its forward pass get zero gradients (the script would fail).
