@@ -3,6 +3,7 @@ large for its perplexity, a full disk or unusable run folder, damaged checkpoint
 
 import json
 import math
+import os
 import re
 import shutil
 import signal
@@ -24,7 +25,7 @@ from rnnrepro.data import fetch, prepare
 from rnnrepro.models.language_model import Dropouts, LanguageModel
 from rnnrepro.train.checkpoint import DamagedCheckpoint
 from rnnrepro.train.language_model import LanguageModelTask, evaluate
-from rnnrepro.train.loop import LARGEST_LOSS, Progress, loss_problem, perplexity
+from rnnrepro.train.loop import LARGEST_LOSS, Progress, StopFlag, loss_problem, perplexity
 
 
 @pytest.fixture(scope="module")
@@ -362,3 +363,12 @@ def test_bf16_autocast_reaches_the_arithmetic(corpus_dir, tmp_path):
     assert code == 0, err
     metrics = json.loads((tmp_path / "bf16" / "metrics.json").read_text())
     assert metrics["precision"] == "bf16" and metrics["autocast_dtype"] == "bfloat16"
+
+
+def test_stop_flag_is_set_by_sigterm_and_restores_the_handler():
+    before = signal.getsignal(signal.SIGTERM)
+    with StopFlag() as stop:
+        assert not stop.requested
+        os.kill(os.getpid(), signal.SIGTERM)
+        assert stop.requested
+    assert signal.getsignal(signal.SIGTERM) is before
