@@ -80,6 +80,21 @@ class GradientStatistics:
     segments: int                    # S, training segments the statistics were collected over
 
 
+def eval_with_gradients(model) -> None:
+    """Dropout off everywhere, with the cuDNN recurrent modules (``nn.RNNBase``) in training mode:
+    cuDNN refuses a backward pass through an RNN run in eval mode ("cudnn RNN backward can only be
+    called in training mode", pytorch#5878, whose use case was dynamic evaluation). Training mode
+    changes nothing else in them: the cells build each as one layer without internal dropout, and the
+    language model's own dropouts follow the model's flag, not theirs."""
+    model.eval()
+    for module in model.modules():
+        if isinstance(module, torch.nn.RNNBase):
+            if module.dropout and module.num_layers > 1:
+                raise ValueError(f"{module}: its internal dropout would act in training mode; evaluations need "
+                                 "recurrent modules without it")
+            module.train()
+
+
 def _segment_loss(model, x: torch.Tensor, y: torch.Tensor, state: list) -> tuple[torch.Tensor, list]:
     out = model(x, state)
     loss = F.cross_entropy(out.logits.reshape(-1, out.logits.size(-1)), y.reshape(-1))
@@ -94,7 +109,7 @@ def _gradients(loss: torch.Tensor, params: list[torch.nn.Parameter]) -> list[tor
 def gradient_statistics(model, train_tokens: torch.Tensor, batch_size: int, segment_length: int,
                         max_segments: int | None = None) -> GradientStatistics:
     """MS and the decay rates at the model's current weights (θ0), from the training stream."""
-    model.eval()
+    eval_with_gradients(model)
     params = list(model.parameters())
     device = params[0].device
     source = batchify(train_tokens, batch_size).to(device)
@@ -146,7 +161,7 @@ class DynamicEvaluator:
         """Mean cross entropy (nats per token) of a stream scored as one sequence, predict then adapt."""
         self.reset()
         model = self.model
-        model.eval()
+        eval_with_gradients(model)
         source = tokens.reshape(-1, 1).to(self.params[0].device)
         n = self.settings.segment_length
         state = model.init_state(1)

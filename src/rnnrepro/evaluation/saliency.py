@@ -25,6 +25,7 @@ from __future__ import annotations
 import torch
 
 from ..data.registry import EOS
+from .dynamic import eval_with_gradients
 
 
 def pick_sequences(tokens: torch.Tensor, eos_id: int, count: int, length: int) -> list[torch.Tensor]:
@@ -43,7 +44,7 @@ def pick_sequences(tokens: torch.Tensor, eos_id: int, count: int, length: int) -
 
 def saliency(model, words: torch.Tensor, target: int, top: int = 5) -> dict:
     """Saliency of each input word for predicting ``target`` after ``words``, and the top next words."""
-    model.eval()
+    eval_with_gradients(model)
     captured = {}
 
     def keep_embedding(module, inputs, output):
