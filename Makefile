@@ -10,7 +10,7 @@ STAMP   := $(VENV)/.installed
 # Rules call `python`: make it the venv's.
 export PATH := $(BIN):$(PATH)
 
-.PHONY: smoke test setup clean
+.PHONY: smoke test setup clean example
 
 setup: $(STAMP)
 
@@ -22,6 +22,12 @@ $(STAMP): requirements.txt pyproject.toml
 
 smoke: $(STAMP)
 	$(BIN)/snakemake --profile profiles/smoke all
+
+# A cell of your own beside the baselines (docs/custom_cells.md): the minimal gated unit of
+# examples/mgu.py in PRU Table 1 and the LRU accuracy comparison, on the smoke budget (CPU minutes).
+example: $(STAMP)
+	$(BIN)/snakemake --profile profiles/smoke results/tables/pru_table1.csv results/tables/lru_accuracy.csv \
+		--configfile profiles/smoke/run-config.yaml examples/mgu.yaml
 
 test: $(STAMP)
 	$(BIN)/python -m pytest

@@ -60,12 +60,15 @@ long = (histories.melt(id_vars=["dataset", "cell", "seed", "epoch"],
         .dropna(subset=["loss"]).assign(split=lambda h: h["split"].map(splits)))
 
 
+labels, colours = lru.unit_labels(table), lru.unit_colours(table)  # with any cell of your own
+
+
 def plot_curves(units: list[str], path: str, title: str) -> None:
-    shown = long[long["cell"].isin(units)].assign(unit=lambda h: h["cell"].map(lru.UNIT_LABELS))
+    shown = long[long["cell"].isin(units)].assign(unit=lambda h: h["cell"].map(labels))
     rows = [s for s in splits.values() if s in set(shown["split"])]
     grid = sns.relplot(data=shown, kind="line", x="epoch", y="loss", hue="unit", col="dataset", row="split",
-                       col_order=datasets, row_order=rows, hue_order=[lru.UNIT_LABELS[u] for u in units],
-                       palette=[lru.UNIT_COLOURS[u] for u in units], errorbar=("pi", 100),
+                       col_order=datasets, row_order=rows, hue_order=[labels[u] for u in units],
+                       palette=[colours[u] for u in units], errorbar=("pi", 100),
                        facet_kws={"sharey": False, "sharex": False}, height=3.2, aspect=1.2)
     grid.set_axis_labels("epoch", "loss (nats/char)")
     for (row, dataset), ax in grid.axes_dict.items():
@@ -76,11 +79,13 @@ def plot_curves(units: list[str], path: str, title: str) -> None:
         real = table[(table["dataset"] == dataset) & (table["corpus"] == dataset) & table["cell"].isin(units)]
         for paper in real.itertuples():
             if paper.paper_test_loss == paper.paper_test_loss:  # not NaN
-                ax.axhline(paper.paper_test_loss, color=lru.UNIT_COLOURS[paper.cell], linestyle="--", linewidth=0.8)
+                ax.axhline(paper.paper_test_loss, color=colours[paper.cell], linestyle="--", linewidth=0.8)
     grid.figure.suptitle(title + " -- dashed: the paper's test loss (real data only)", y=1.02)
     grid.figure.savefig(path, dpi=120, bbox_inches="tight")
     plt.show()
 
 
-plot_curves(lru.MODEL_COMPARISON, figures[0], "LRU against LSTM, GRU, Grid LSTM and RHN (equal parameters)")
+# a cell of your own (docs/custom_cells.md) joins the model comparison
+plot_curves(lru.MODEL_COMPARISON + lru.added_units(table), figures[0],
+            "LRU against LSTM, GRU, Grid LSTM and RHN (equal parameters)")
 plot_curves(lru.VARIANT_COMPARISON, figures[1], "LRU variants: GRU, PS-LRU, RG-LRU, LRU (equal parameters)")

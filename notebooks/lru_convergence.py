@@ -48,12 +48,14 @@ table[["dataset", "unit", "runs", "median_epochs", "q1_epochs", "q3_epochs", "mi
 # diamonds the paper's medians.
 
 # %%
-units = [u for u in lru.UNIT_LABELS if u in set(runs["cell"])]
-labels = [lru.UNIT_LABELS[u] for u in units]
-shown = runs.assign(unit=runs["cell"].map(lru.UNIT_LABELS))
+# the paper's units, then any cell of your own (docs/custom_cells.md)
+units = [u for u in lru.UNIT_LABELS if u in set(runs["cell"])] + lru.added_units(runs)
+names, colours = lru.unit_labels(runs), lru.unit_colours(runs)
+labels = [names[u] for u in units]
+shown = runs.assign(unit=runs["cell"].map(names))
 fig, ax = plt.subplots(figsize=(8, 4.5))
 sns.boxplot(data=shown, x="unit", y="epochs_to_best", order=labels, hue="unit", hue_order=labels,
-            palette=[lru.UNIT_COLOURS[u] for u in units], boxprops={"alpha": 0.45}, showfliers=False, ax=ax)
+            palette=[colours[u] for u in units], boxprops={"alpha": 0.45}, showfliers=False, ax=ax)
 sns.stripplot(data=shown, x="unit", y="epochs_to_best", order=labels, hue="dataset", dodge=False,
               size=4, jitter=0.2, ax=ax)
 paper = table[table["dataset"] == lru.ALL_DATASETS].set_index("unit")["paper_median_epochs"]

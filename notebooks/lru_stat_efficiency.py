@@ -46,6 +46,7 @@ table[["dataset", "unit", "fraction", "train_tokens", "seeds", "test_loss", "tes
 
 # %%
 datasets = [d for d in study_config["artifacts"][artifact]["datasets"] if d in set(table["dataset"])]
+names, colours = lru.unit_labels(table), lru.unit_colours(table)  # with any cell of your own
 
 
 def plot_efficiency(units: list[str], path: str, title: str) -> None:
@@ -55,8 +56,8 @@ def plot_efficiency(units: list[str], path: str, title: str) -> None:
             rows = table[(table["dataset"] == dataset) & (table["cell"] == unit)]
             if rows.empty:
                 continue
-            colour = lru.UNIT_COLOURS[unit]
-            ax.plot(rows["fraction"], rows["test_loss"], "o-", color=colour, label=lru.UNIT_LABELS[unit])
+            colour = colours[unit]
+            ax.plot(rows["fraction"], rows["test_loss"], "o-", color=colour, label=names[unit])
             ax.plot(rows["fraction"], rows["paper_test_loss"], "--", color=colour, alpha=0.6)
         ax.set_title(f"{dataset} (corpus {table.loc[table['dataset'] == dataset, 'corpus'].iloc[0]})")
         ax.set_xlabel("% of the training split")
@@ -68,5 +69,7 @@ def plot_efficiency(units: list[str], path: str, title: str) -> None:
     plt.show()
 
 
-plot_efficiency(lru.MODEL_COMPARISON, figures[0], "Statistical efficiency: LRU against LSTM, GRU, Grid LSTM, RHN")
+# a cell of your own (docs/custom_cells.md) joins the model comparison
+plot_efficiency(lru.MODEL_COMPARISON + lru.added_units(table), figures[0],
+                "Statistical efficiency: LRU against LSTM, GRU, Grid LSTM, RHN")
 plot_efficiency(lru.VARIANT_COMPARISON, figures[1], "Statistical efficiency: GRU, PS-LRU, RG-LRU, LRU")

@@ -165,7 +165,15 @@ def load_run_config(config: dict, source: str = "config/config.yaml", command_li
     _raise(source, errors, "config")
 
 
-def load_study(study: str, root: Path = REPO_ROOT) -> dict:
+def load_study(study: str, root: Path = REPO_ROOT, custom_cells: dict | None = None, custom_source: str = "") -> dict:
+    """A study file, validated, with the run's cells of your own added (rnnrepro.custom_cells).
+
+    ``custom_cells`` None: those the running workflow exported (a notebook or the scorecard run by a
+    rule sees the same study as the Snakefile), else none. Check them first with
+    ``custom_cells.check_custom_cells``, which names the config file they came from.
+    """
+    from .custom_cells import add_custom_cells, from_environment  # it imports this module
+
     path = root / "config" / "studies" / f"{study}.yaml"
     if not path.exists():
         known = sorted(p.stem for p in path.parent.glob("*.yaml"))
@@ -174,6 +182,12 @@ def load_study(study: str, root: Path = REPO_ROOT) -> dict:
     validate(data, "study", str(path))
     if data["study"] != study:
         raise ConfigError(f"{path}: `study: {data['study']}` does not match the file name ({study})")
+    if custom_cells is None:
+        custom_cells, custom_source = from_environment()
+    if any(study in custom["studies"] for custom in custom_cells.values()):
+        data = add_custom_cells(data, custom_cells, custom_source)
+        _check_references(data, f"{path} with the cells of {custom_source}")
+        return data
     _check_references(data, str(path))
     return data
 
@@ -189,19 +203,16 @@ def known_datasets() -> list[str]:
 
 def _check_model(name: str, model: dict) -> list[str]:
     """A model's cell id and cell_options against the cell's constructor, and its sizing."""
-    from .cells import CELLS, validate_cell  # torch-free: signatures are read from the source
-    from .sizing import RECURRENT_PARAMS  # imported here: sizing imports this module
+    from .cells import CELLS, is_outside_cell, validate_cell  # torch-free: signatures are read from the source
 
-    if model["cell"] not in CELLS:
-        return [f"models.{name}.cell: unknown cell {model['cell']!r}; known cells: {', '.join(sorted(CELLS))}"]
+    if model["cell"] not in CELLS and not is_outside_cell(model["cell"]):
+        return [f"models.{name}.cell: unknown cell {model['cell']!r}; known cells: {', '.join(sorted(CELLS))}, "
+                f"or module:Class (docs/custom_cells.md)"]
     try:
         validate_cell(model["cell"], model["cell_options"])
     except ValueError as e:
         return [f"models.{name}.cell_options: {e}"]
-    if "param_budget" in model and model["cell"] not in RECURRENT_PARAMS:
-        return [f"models.{name}.param_budget: cell {model['cell']!r} has no closed-form parameter count "
-                f"(rnnrepro.sizing.RECURRENT_PARAMS), so it cannot be sized to a budget; give a hidden_size"]
-    return []
+    return []  # any cell can be sized to a param_budget (rnnrepro.sizing counts its parameters)
 
 
 def _check_datasets(study: dict) -> list[str]:

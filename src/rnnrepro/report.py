@@ -75,6 +75,18 @@ def _data_lines(study: dict, config: dict, artifact: str) -> list[str]:
             f"under ``results/runs/{study['study']}/``."]
 
 
+def _added_cell_lines(study: dict, artifact: str) -> list[str]:
+    """The cells of your own in an artifact (config ``custom_cells``, docs/custom_cells.md), if any."""
+    from .cells import is_outside_cell
+
+    added = [f"``{model}`` (``{study['models'][model]['cell']}``)" for model in study["artifacts"][artifact]["models"]
+             if is_outside_cell(study["models"][model]["cell"])]
+    if not added:
+        return []
+    return [f"Cells of your own added beside the baselines (``custom_cells``, no paper values): "
+            f"{', '.join(added)}.", ""]
+
+
 def artifact_caption(study: dict, config: dict, artifact: str, root: Path) -> str:
     """The reStructuredText caption of an artifact's tables and figures (see the module docstring)."""
     spec = study["artifacts"][artifact]
@@ -100,6 +112,7 @@ def artifact_caption(study: dict, config: dict, artifact: str, root: Path) -> st
         "",
         *_data_lines(study, config, artifact),
         "",
+        *_added_cell_lines(study, artifact),
         rst_inline(paper),
         "",
         f"Made by ``{spec['notebook']}`` (executed copy: ``results/notebooks/{study['study']}_{artifact}.ipynb``).",

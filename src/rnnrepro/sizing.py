@@ -6,12 +6,18 @@ budget, and returns the hidden size M whose whole language model -- embedding, r
 decoder, laid out as :class:`rnnrepro.models.language_model.LanguageModel` builds it -- has the
 parameter count closest to the budget, together with that count.
 
-Closed-form counts in plain integers, no torch: the Snakefile sizes every cell when it parses the
-grid. Each formula restates the cell module's own ``parameter_count``; the tests compare every one
-with the parameters of the instantiated layer.
+A layer's count is a closed-form formula where the cell has one (``RECURRENT_PARAMS``: plain
+integers, no torch, so the Snakefile sizes the built-in cells without importing torch when it parses
+the grid), else :func:`counted_layer_params`: the layer built on torch's ``meta`` device, which has
+shapes but no storage, so a layer of any size costs microseconds and no memory. That is how a cell of
+your own (``module:Class``, docs/custom_cells.md) is sized. The tests check every formula against that
+count.
 """
 
 from __future__ import annotations
+
+import json
+from functools import lru_cache
 
 from .configuration import ConfigError
 
@@ -31,11 +37,30 @@ RECURRENT_PARAMS = {
 }
 
 
+def counted_layer_params(cell: str, input_size: int, hidden_size: int, cell_options: dict) -> int:
+    """Parameters of one layer, counted on the layer built on the meta device (no weights allocated)."""
+    return _counted(cell, input_size, hidden_size, json.dumps(cell_options, sort_keys=True))
+
+
+@lru_cache(maxsize=4096)  # sizing to a budget asks for the same few shapes many times
+def _counted(cell: str, input_size: int, hidden_size: int, options: str) -> int:
+    import torch  # imported only here: sizing a cell with a formula needs no torch
+
+    from .cells import build_layer
+
+    try:
+        with torch.device("meta"):
+            layer = build_layer(cell, input_size, hidden_size, **json.loads(options))
+    except Exception as error:  # the cell's own constructor failed: say which cell and shape
+        raise ConfigError(f"cell {cell!r} could not be built to count its parameters "
+                          f"(input {input_size}, hidden {hidden_size}, options {options}): "
+                          f"{type(error).__name__}: {error}") from error
+    return sum(parameter.numel() for parameter in layer.parameters())
+
+
 def layer_params(cell: str, input_size: int, hidden_size: int, cell_options: dict) -> int:
     if cell not in RECURRENT_PARAMS:
-        raise ConfigError(f"cell {cell!r} has no closed-form parameter count, so it cannot be sized to a "
-                          f"parameter budget; give the model a hidden_size, or add the cell's formula to "
-                          f"rnnrepro.sizing.RECURRENT_PARAMS (known: {', '.join(RECURRENT_PARAMS)})")
+        return counted_layer_params(cell, input_size, hidden_size, cell_options)
     return RECURRENT_PARAMS[cell](input_size, hidden_size, **cell_options)
 
 

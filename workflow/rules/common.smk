@@ -10,6 +10,7 @@ SRC = Path(workflow.basedir) / "src"
 sys.path.insert(0, str(SRC))
 from rnnrepro import grid
 from rnnrepro.configuration import ConfigError, load_run_config, load_study
+from rnnrepro.custom_cells import check_custom_cells, export as export_custom_cells
 from rnnrepro.report import artifact_caption, claims_caption
 from rnnrepro.analysis.claims import check_claims
 from rnnrepro.data.autocomplete import AUTOCOMPLETE_DATASETS
@@ -22,10 +23,33 @@ from rnnrepro.evaluation.plan import (
 )
 
 try:
+    # a config file given with --configfile (cells of your own, docs/custom_cells.md) is named in errors
+    CUSTOM_SOURCE = (
+        " ".join(map(str, workflow.overwrite_configfiles)) or "config/config.yaml"
+    )
     # --config values arrive as strings (`true`, `[1111,1112]`): read as the schema's types, in place
-    load_run_config(config, command_line=workflow.config_settings.config)
+    load_run_config(
+        config,
+        source=" merged with ".join(
+            dict.fromkeys(["config/config.yaml", CUSTOM_SOURCE])
+        ),
+        command_line=workflow.config_settings.config,
+    )
+    # cells of your own: checked, then added to the studies they name; the notebooks and the
+    # scorecard that the rules run see them too (they inherit this environment)
+    check_custom_cells(
+        config["custom_cells"],
+        {
+            name: load_study(name, Path(workflow.basedir), {})
+            for name in config["studies"]
+        },
+        CUSTOM_SOURCE,
+    )
+    export_custom_cells(config["custom_cells"], CUSTOM_SOURCE)
     STUDIES = {
-        name: load_study(name, root=Path(workflow.basedir))
+        name: load_study(
+            name, Path(workflow.basedir), config["custom_cells"], CUSTOM_SOURCE
+        )
         for name in config["studies"]
     }
 except ConfigError as error:

@@ -21,6 +21,8 @@ UNIT_LABELS = {"lstm": "LSTM", "gru": "GRU", "grid_lstm": "Grid LSTM", "rhn": "R
 # the paper's colours, so its figures and ours read alike
 UNIT_COLOURS = {"lstm": "b", "gru": "g", "grid_lstm": "r", "rhn": "c", "ps_lru": "y", "rg_lru": "k", "lru": "m"}
 MODEL_COMPARISON = ["lstm", "gru", "grid_lstm", "rhn", "lru"]
+# colours of cells of your own added to the study (docs/custom_cells.md), in the order they appear
+ADDED_COLOURS = ["tab:orange", "tab:brown", "tab:pink", "tab:olive", "tab:purple"]
 VARIANT_COMPARISON = ["gru", "ps_lru", "rg_lru", "lru"]
 ALL_DATASETS = "all"  # the convergence table's pooled rows (the paper pools its box plot)
 
@@ -56,10 +58,27 @@ def _ordered(table: pd.DataFrame, spec: dict, extra: list[str] = ()) -> pd.DataF
             .reset_index(drop=True))
 
 
+def added_units(frame: pd.DataFrame) -> list[str]:
+    """Cells in a table or history that are none of the paper's units (cells of your own), in order."""
+    return list(dict.fromkeys(cell for cell in frame["cell"] if cell not in UNIT_LABELS))
+
+
+def unit_labels(frame: pd.DataFrame) -> dict[str, str]:
+    """cell -> the name shown: the paper's name, or the model id of a cell of your own."""
+    added = frame[~frame["cell"].isin(list(UNIT_LABELS))]
+    return {**UNIT_LABELS, **dict(zip(added["cell"], added["model"]))}
+
+
+def unit_colours(frame: pd.DataFrame) -> dict[str, str]:
+    """cell -> its colour: the paper's, then ADDED_COLOURS for cells of your own."""
+    added = added_units(frame)
+    return {**UNIT_COLOURS, **{cell: ADDED_COLOURS[i % len(ADDED_COLOURS)] for i, cell in enumerate(added)}}
+
+
 def _labelled(table: pd.DataFrame) -> pd.DataFrame:
-    """The paper's name of each row's unit, beside the model id."""
+    """The paper's name of each row's unit (a cell of your own: its model id), beside the model id."""
     table = table.copy()
-    table.insert(table.columns.get_loc("model") + 1, "unit", table["cell"].map(UNIT_LABELS))
+    table.insert(table.columns.get_loc("model") + 1, "unit", table["cell"].map(UNIT_LABELS).fillna(table["model"]))
     return table
 
 

@@ -8,11 +8,19 @@ is imported only when asked for.
 cell's constructor without importing torch: the Snakefile calls it when it loads the study files, so
 a misspelled cell or option stops the run before any data is fetched. Importing this package imports
 no torch either (``RecurrentLayer``, ``State`` and ``detach_state`` load :mod:`.base` on first use).
+
+A cell id is a built-in id (``CELLS``) or ``module:Class``, a layer class from outside the package
+(docs/custom_cells.md): ``build_layer("examples.mgu:MGULayer", 64, 128)``. Its module is looked up on
+``sys.path`` and in the working directory (the project root, where Snakemake runs), and is validated
+from its source like a built-in cell's, without being imported.
 """
 
 from __future__ import annotations
 
 import ast
+import os
+import sys
+from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import cache
 from importlib import import_module
@@ -42,12 +50,55 @@ CELLS: dict[str, str] = {
 }
 
 
-def cell_class(cell: str) -> type[RecurrentLayer]:
+def is_outside_cell(cell: str) -> bool:
+    """Whether a cell id names a class from outside the package (``module:Class``)."""
+    return ":" in cell
+
+
+def _module_and_class(cell: str) -> tuple[str, str]:
+    """The absolute module name and class name of a cell id (built-in or ``module:Class``)."""
+    if is_outside_cell(cell):
+        module_name, _, class_name = cell.partition(":")
+        if not module_name or not class_name or ":" in class_name:
+            raise ValueError(f"cell {cell!r}: an outside cell is written module:Class (e.g. examples.mgu:MGULayer)")
+        return module_name, class_name
+    if cell not in CELLS:
+        raise ValueError(f"unknown recurrent cell {cell!r}; known cells: {', '.join(sorted(CELLS))}, "
+                         f"or module:Class for a cell of your own (docs/custom_cells.md)")
+    module_name, class_name = CELLS[cell].split(":")
+    return f"{__name__}.{module_name}", class_name
+
+
+@contextmanager
+def _working_directory_importable():
+    """Outside modules are found in the working directory too, as ``python -m`` finds them in a job."""
+    added = os.getcwd() not in sys.path and "" not in sys.path
+    if added:
+        sys.path.append(os.getcwd())
     try:
-        module_name, class_name = CELLS[cell].split(":")
-    except KeyError:
-        raise ValueError(f"unknown recurrent cell {cell!r}; known cells: {', '.join(sorted(CELLS))}") from None
-    return getattr(import_module(f".{module_name}", __name__), class_name)
+        yield
+    finally:
+        if added:
+            sys.path.remove(os.getcwd())
+
+
+def cell_class(cell: str) -> type[RecurrentLayer]:
+    module_name, class_name = _module_and_class(cell)
+    with _working_directory_importable():
+        try:
+            module = import_module(module_name)
+        except ModuleNotFoundError as error:
+            raise ValueError(f"cell {cell!r}: module {module_name} cannot be imported ({error}); put it in the "
+                             f"project directory or on PYTHONPATH") from None
+    if not hasattr(module, class_name):
+        raise ValueError(f"cell {cell!r}: module {module_name} defines no class {class_name}")
+    layer_class = getattr(module, class_name)
+    from .base import RecurrentLayer
+
+    if not (isinstance(layer_class, type) and issubclass(layer_class, RecurrentLayer)):
+        raise ValueError(f"cell {cell!r}: {class_name} is not a subclass of rnnrepro.cells.RecurrentLayer "
+                         f"(the layer contract: docs/custom_cells.md)")
+    return layer_class
 
 
 def build_layer(cell: str, input_size: int, hidden_size: int, **options) -> RecurrentLayer:
@@ -75,10 +126,8 @@ class CellOption:
 
 def cell_options(cell: str) -> tuple[dict[str, CellOption], bool]:
     """The options of a cell's constructor beyond the sizes, and whether it also takes ``**kwargs``."""
-    if cell not in CELLS:
-        raise ValueError(f"unknown recurrent cell {cell!r}; known cells: {', '.join(sorted(CELLS))}")
-    module_name, class_name = CELLS[cell].split(":")
-    return constructor_options(f"{__name__}.{module_name}", class_name)
+    module_name, class_name = _module_and_class(cell)
+    return constructor_options(module_name, class_name)
 
 
 @cache  # each module's source is parsed once per process
@@ -103,9 +152,13 @@ def constructor_options(module: str, class_name: str) -> tuple[dict[str, CellOpt
 
 
 def _find_init(module: str, class_name: str) -> ast.FunctionDef | None:
-    spec = find_spec(module)
-    if spec is None or spec.origin is None:
-        raise ValueError(f"module {module} not found")
+    with _working_directory_importable():
+        try:
+            spec = find_spec(module)
+        except ModuleNotFoundError:  # a parent package is missing
+            spec = None
+    if spec is None or spec.origin is None or not spec.origin.endswith(".py"):
+        raise ValueError(f"module {module} not found (looked in the working directory and on PYTHONPATH)")
     tree = ast.parse(Path(spec.origin).read_text())
     classes = {node.name: node for node in tree.body if isinstance(node, ast.ClassDef)}
     if class_name not in classes:
@@ -155,4 +208,4 @@ def __getattr__(name: str):
 
 
 __all__ = ["CELLS", "CellOption", "RecurrentLayer", "State", "build_layer", "cell_class", "cell_options",
-           "constructor_options", "detach_state", "validate_cell"]
+           "constructor_options", "detach_state", "is_outside_cell", "validate_cell"]

@@ -1,0 +1,161 @@
+"""A recurrent unit of your own beside the studies' baselines: the ``custom_cells:`` config section.
+
+A config file given with ``--configfile`` (docs/custom_cells.md, examples/mgu.yaml) names a layer
+class ``module:Class`` and, per study, a baseline model to stand beside and the artifacts to add it to:
+
+    custom_cells:
+      mgu:                                   # the new model's id in every table, figure and claim
+        cell: examples.mgu:MGULayer
+        cell_options: {}
+        studies:
+          pru: {like: lstm_m1000, artifacts: [table1]}
+          lru: {like: gru_24m, artifacts: [accuracy]}
+
+:func:`add_custom_cells` turns that into plain study-file content, so everything downstream (the
+grid, sizing, training, notebooks, the scorecard, the report) treats the new model like any other:
+
+- model ``<name>``: the ``like`` model with its cell and cell_options replaced (same layers, embedding,
+  recipe, initialisation; sized to the same ``param_budget`` where the study sizes models that way,
+  or given its own ``hidden_size`` / ``param_budget``);
+- the model is appended to each named artifact's models, and to every budget's cut of that artifact
+  that lists models;
+- claims "the new cell against each baseline": for every (table, value) that the study's own claims
+  read in those artifacts, one ``less_than`` (``greater_than`` with ``better: higher``) claim per
+  other model of the artifact, over the same datasets and fractions (``per``) and budgets (``testable``).
+
+:func:`check_custom_cells` checks what the schema cannot (studies, models, artifacts, the cell's
+module, class and options) and names the config file and key. No torch here.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+
+from .configuration import ConfigError
+
+#: environment variable carrying the custom cells from the Snakefile to the jobs it starts (notebooks
+#: and the scorecard call ``load_study``, which adds them): JSON {"source": ..., "cells": ...}
+ENVIRONMENT_VARIABLE = "RNNREPRO_CUSTOM_CELLS"
+#: claim ``per`` keys that describe the data (kept); others (``g``, ``recipe``) describe baseline models
+DATA_KEYS = ("dataset", "fraction")
+
+
+def from_environment() -> tuple[dict, str]:
+    """The custom cells (and the file they came from) the running workflow exported, if any."""
+    exported = os.environ.get(ENVIRONMENT_VARIABLE)
+    if not exported:
+        return {}, ""
+    data = json.loads(exported)
+    return data["cells"], data["source"]
+
+
+def export(custom_cells: dict, source: str) -> None:
+    """Make the custom cells visible to the jobs the workflow starts (they inherit its environment)."""
+    if custom_cells:
+        os.environ[ENVIRONMENT_VARIABLE] = json.dumps({"cells": custom_cells, "source": source})
+    else:
+        os.environ.pop(ENVIRONMENT_VARIABLE, None)
+
+
+def check_custom_cells(custom_cells: dict, studies: dict[str, dict], source: str) -> None:
+    """Raise ConfigError naming ``source`` and every offending key of the ``custom_cells`` section.
+
+    ``studies``: the run's studies as their files define them (before any custom cell is added).
+    """
+    from .cells import validate_cell  # torch-free: reads the class's constructor from its source
+
+    problems = []
+    for name, custom in custom_cells.items():
+        where = f"custom_cells.{name}"
+        try:
+            validate_cell(custom["cell"], custom.get("cell_options", {}))
+        except ValueError as error:
+            key = "cell_options" if "option" in str(error).split(":", 2)[-1] else "cell"
+            problems.append(f"{where}.{key}: {error}")
+        for study_name, entry in custom["studies"].items():
+            at = f"{where}.studies.{study_name}"
+            if study_name not in studies:
+                problems.append(f"{at}: study {study_name!r} is not run (config `studies`: "
+                                f"{', '.join(studies)}); add it to `studies` or remove this entry")
+                continue
+            study = studies[study_name]
+            if name in study["models"]:
+                problems.append(f"{where}: study {study_name!r} already has a model {name!r}; rename the cell")
+            if entry["like"] not in study["models"]:
+                problems.append(f"{at}.like: unknown model {entry['like']!r} (models: {', '.join(study['models'])})")
+            elif "init_from" in study["models"][entry["like"]]:
+                problems.append(f"{at}.like: {entry['like']!r} is finetuned from another model's weights; "
+                                f"name a model trained from scratch")
+            for artifact in entry["artifacts"]:
+                if artifact not in study["artifacts"]:
+                    problems.append(f"{at}.artifacts: unknown artifact {artifact!r} "
+                                    f"(artifacts: {', '.join(study['artifacts'])})")
+                elif not study["artifacts"][artifact].get("needs_training", True):
+                    problems.append(f"{at}.artifacts: {artifact!r} trains no cells, so a new cell cannot "
+                                    f"appear in it")
+    if problems:
+        raise ConfigError(f"{source} is invalid:\n  " + "\n  ".join(problems))
+
+
+def _model(study: dict, custom: dict, entry: dict) -> dict:
+    """The ``like`` model with the custom cell in it (and the entry's width, if it gives one)."""
+    model = {**copy.deepcopy(study["models"][entry["like"]]), "cell": custom["cell"],
+             "cell_options": copy.deepcopy(custom.get("cell_options", {}))}
+    for width in ("hidden_size", "param_budget"):
+        if width in entry:
+            model.pop("hidden_size", None)
+            model.pop("param_budget", None)
+            model[width] = entry[width]
+    return model
+
+
+def _claims(study: dict, name: str, artifact: str, baselines: list[str], better: str, source: str) -> list[dict]:
+    """One claim per baseline and per (table, value) the study's claims read in this artifact's tables."""
+    tables = study["artifacts"][artifact]["tables"]
+    templates = {}
+    for claim in study.get("claims", []):
+        if claim["table"] in tables:
+            templates.setdefault((claim["table"], claim["value"]), claim)
+    claims, taken = [], {claim["id"] for claim in study.get("claims", [])}
+    for (table, value), template in templates.items():
+        per = {key: values for key, values in template.get("per", {}).items() if key in DATA_KEYS}
+        for baseline in baselines:
+            claim_id = f"{name}_vs_{baseline}"
+            if claim_id in taken:  # the same baseline in another artifact or value: name the table too
+                claim_id = f"{claim_id}_{table}_{value}"
+            taken.add(claim_id)
+            claim = {
+                "id": claim_id,
+                "statement": f"The added cell {name} reaches a {better} {value} than {baseline}.",
+                "source": f"{source} custom_cells.{name} (the new cell against each baseline of {artifact})",
+                "table": table,
+                "value": value,
+                "check": "less_than" if better == "lower" else "greater_than",
+                "rows": [{"model": name}, {"model": baseline}],
+                **({"per": per} if per else {}),
+                **({"testable": list(template["testable"])} if "testable" in template else {}),
+            }
+            claims.append(claim)
+    return claims
+
+
+def add_custom_cells(study: dict, custom_cells: dict, source: str) -> dict:
+    """A copy of ``study`` with every custom cell that names it: model, artifacts' grids and claims."""
+    study = copy.deepcopy(study)
+    for name, custom in custom_cells.items():
+        entry = custom["studies"].get(study["study"])
+        if entry is None:
+            continue
+        study["models"][name] = _model(study, custom, entry)
+        for artifact in entry["artifacts"]:
+            baselines = list(study["artifacts"][artifact]["models"])
+            study["artifacts"][artifact]["models"].append(name)
+            for budget in study["budgets"].values():
+                cut = budget.get("artifacts", {}).get(artifact, {})
+                if "models" in cut:
+                    cut["models"].append(name)
+            study.setdefault("claims", []).extend(
+                _claims(study, name, artifact, baselines, entry.get("better", "lower"), source))
+    return study

@@ -1,0 +1,232 @@
+"""Cells of your own (docs/custom_cells.md): an outside ``module:Class`` cell through the config,
+sizing by counting parameters, the generated claims, and the example (examples/mgu.py) end to end
+through a cut-down smoke grid of one word-level and one character-level study."""
+
+from __future__ import annotations
+
+import copy
+import shutil
+
+import pandas as pd
+import pytest
+import torch
+import yaml
+from conftest import copy_project, snakemake
+
+from rnnrepro import grid
+from rnnrepro.analysis.claims import HELD, NOT_HELD, NOT_TESTED, evaluate_study, scorecard
+from rnnrepro.cells import build_layer
+from rnnrepro.configuration import REPO_ROOT, ConfigError, load_run_config, load_study, load_yaml
+from rnnrepro.custom_cells import check_custom_cells
+from rnnrepro.models.language_model import Dropouts, LanguageModel
+from rnnrepro.models.regularisation import run_with_weight_drop
+from rnnrepro.sizing import RECURRENT_PARAMS, counted_layer_params, hidden_size_for_budget
+
+MGU = "examples.mgu:MGULayer"
+EXAMPLE = REPO_ROOT / "examples" / "mgu.yaml"
+
+
+@pytest.fixture(autouse=True)
+def in_repository(monkeypatch):
+    """Outside modules are found from the working directory, the project root (as under Snakemake)."""
+    monkeypatch.chdir(REPO_ROOT)
+
+
+@pytest.fixture
+def custom() -> dict:
+    return load_yaml(EXAMPLE)["custom_cells"]
+
+
+def studies(names=("pru", "lru")) -> dict:
+    return {name: load_study(name, custom_cells={}) for name in names}
+
+
+# --- the example cell honours the layer contract ---------------------------------------------------
+
+def test_mgu_layer_contract():
+    torch.manual_seed(0)
+    layer = build_layer(MGU, 5, 7)
+    assert sum(p.numel() for p in layer.parameters()) == layer.parameter_count(5, 7) == 2 * (5 * 7 + 7 * 7 + 7)
+    x = torch.randn(6, 3, 5)
+    whole, last = layer(x, layer.init_state(3))
+    assert whole.shape == (6, 3, 7) and torch.equal(last, whole[-1])
+    # the state carried across two windows gives the same outputs as one window
+    first, state = layer(x[:4], layer.init_state(3))
+    second, carried = layer(x[4:], state)
+    torch.testing.assert_close(torch.cat([first, second]), whole)
+    torch.testing.assert_close(carried, last)
+    # by hand, the paper's equations at t = 1 (h_0 = 0)
+    m = 7
+    f = torch.sigmoid(x[0] @ layer.weight_ih[:m].T + layer.bias[:m])
+    h_tilde = torch.tanh(x[0] @ layer.weight_ih[m:].T + layer.bias[m:])
+    torch.testing.assert_close(whole[0], f * h_tilde)
+
+
+def test_mgu_weight_drop_acts_on_its_recurrent_weights():
+    torch.manual_seed(0)
+    layer = build_layer(MGU, 4, 6)
+    x, state = torch.randn(5, 2, 4), layer.init_state(2)
+    plain, _ = layer(x, state)
+    torch.manual_seed(1)
+    dropped, _ = run_with_weight_drop(layer, x, state, 0.5, training=True)
+    assert not torch.allclose(plain, dropped)
+    dropped.sum().backward()
+    assert layer.weight_hf.grad is not None and layer.weight_hh.grad is not None
+
+
+# --- sizing to a parameter budget by counting ------------------------------------------------------
+
+BUILT_IN_OPTIONS = {"gru_single_bias": {}, "rhn": {"recurrence_depth": 2, "transform_bias": 0.0},
+                    "grid_lstm": {"depth": 2}}
+
+
+@pytest.mark.parametrize("cell", sorted(RECURRENT_PARAMS))
+def test_built_in_formulas_equal_the_meta_device_count(cell):
+    options = BUILT_IN_OPTIONS.get(cell, {})
+    same = cell in ("ps_lru", "rg_lru", "lru", "grid_lstm")  # input size = hidden size
+    for n, m in [(11, 11), (24, 40), (400, 1150)]:
+        n = m if same else n
+        assert counted_layer_params(cell, n, m, options) == RECURRENT_PARAMS[cell](n, m, **options), (cell, n, m)
+
+
+@pytest.mark.parametrize("budget, vocab, tied, embedding", [(24_000_000, 50, False, None),
+                                                             (24_000, 27, False, None),
+                                                             (20_000_000, 10_000, True, 400)])
+def test_cell_without_formula_sized_within_one_percent(budget, vocab, tied, embedding):
+    assert MGU not in RECURRENT_PARAMS
+    hidden, count = hidden_size_for_budget(budget, MGU, vocab, 2, tied, {}, embedding_size=embedding)
+    assert abs(count - budget) <= 0.01 * budget
+    # the count is the model's: the language model as training builds it, on the meta device
+    with torch.device("meta"):
+        model = LanguageModel(vocab, MGU, embedding or hidden, hidden, 2, tied, {},
+                              Dropouts("locked", 0, 0, 0, 0, 0))
+    assert sum(p.numel() for p in model.parameters()) == count
+
+
+# --- the config file: checks naming the file and key, and the study it produces --------------------
+
+@pytest.mark.parametrize("change, key, message", [
+    (lambda c: c.update(cell="examples.nowhere:MGULayer"), "custom_cells.mgu.cell", "module examples.nowhere not found"),
+    (lambda c: c.update(cell="examples.mgu:MGU"), "custom_cells.mgu.cell", "defines no class MGU"),
+    (lambda c: c.update(cell_options={"levels": 2}), "custom_cells.mgu.cell_options", "unknown option 'levels'"),
+    (lambda c: c["studies"]["pru"].update(like="lstm_m999"), "custom_cells.mgu.studies.pru.like", "unknown model"),
+    (lambda c: c["studies"]["lru"].update(artifacts=["acuracy"]), "custom_cells.mgu.studies.lru.artifacts",
+     "unknown artifact 'acuracy'"),
+    (lambda c: c["studies"].update(nlstm={"like": "gru_2x600", "artifacts": ["test"]}),
+     "custom_cells.mgu.studies.nlstm", "study 'nlstm' is not run"),
+])
+def test_bad_custom_cell_names_file_and_key(custom, change, key, message):
+    change(custom["mgu"])
+    with pytest.raises(ConfigError, match=r"^my_cell\.yaml is invalid:") as error:
+        check_custom_cells(custom, studies(), "my_cell.yaml")
+    assert f"{key}: " in str(error.value) and message in str(error.value)
+
+
+def test_schema_rejects_a_cell_that_is_not_module_class(custom):
+    run_config = load_yaml(REPO_ROOT / "config" / "config.yaml")
+    run_config["custom_cells"] = {"mgu": {**custom["mgu"], "cell": "mgu"}}
+    with pytest.raises(ConfigError, match=r"custom_cells\.mgu\.cell"):
+        load_run_config(run_config, source="my_cell.yaml")
+
+
+def test_the_example_joins_each_study_at_the_baselines_footing(custom):
+    config = load_run_config({**load_yaml(REPO_ROOT / "config" / "config.yaml"), "budget": "smoke"})
+    pru = load_study("pru", custom_cells=custom, custom_source="examples/mgu.yaml")
+    lru = load_study("lru", custom_cells=custom, custom_source="examples/mgu.yaml")
+    assert pru["artifacts"]["table1"]["models"][-1] == "mgu"
+    assert pru["budgets"]["smoke"]["artifacts"]["table1"]["models"][-1] == "mgu"  # the budget's cut too
+    mgu, lstm = (grid.architecture(pru, config, m, "synth_ptb") for m in ("mgu", "lstm_m1000"))
+    assert {**lstm, "cell": MGU} == mgu
+    # LRU: sized to the same parameter budget as its baselines, within 1 %
+    arch = grid.architecture(lru, config, "mgu", "synth_char_small")
+    assert arch["param_budget"] == grid.architecture(lru, config, "gru_24m", "synth_char_small")["param_budget"]
+    assert grid.resolve_cell(lru, config, grid.Cell("lru", "synth_char_small-ptb_char", "mgu", 100, 1111))[
+        "recipe"] == grid.resolve_cell(lru, config, grid.Cell("lru", "synth_char_small-ptb_char", "gru_24m", 100,
+                                                               1111))["recipe"]
+    # the study files themselves are untouched without the config file
+    assert "mgu" not in load_study("lru", custom_cells={})["models"]
+
+
+# --- the claims "the new cell against each baseline" ------------------------------------------------
+
+def test_generated_claims_on_a_fixture(custom):
+    pru = load_study("pru", custom_cells=custom, custom_source="examples/mgu.yaml")
+    baselines = load_study("pru", custom_cells={})["artifacts"]["table1"]["models"]
+    generated = [c for c in pru["claims"] if c["id"].startswith("mgu_vs_")]
+    assert [c["rows"][1]["model"] for c in generated] == baselines
+    assert all(c["table"] == "pru_table1" and c["value"] == "test_ppl" and c["check"] == "less_than"
+               and c["per"] == {"dataset": ["ptb", "wt2"]} for c in generated)
+    # a paper-budget table: MGU between LSTM M=1000 and PRU g=4 on PTB, no WT-2 row for it
+    nan = float("nan")
+    rows = [{"dataset": "ptb", "model": "lstm_m1000", "cell": "lstm", "g": nan, "test_ppl": 66.0, "paper_test_ppl": 66.29},
+            {"dataset": "ptb", "model": "pru_g4_k2_m1400", "cell": "pru", "g": 4, "test_ppl": 62.0,
+             "paper_test_ppl": 62.42},
+            {"dataset": "ptb", "model": "mgu", "cell": MGU, "g": nan, "test_ppl": 64.0, "paper_test_ppl": nan},
+            {"dataset": "wt2", "model": "lstm_m1000", "cell": "lstm", "g": nan, "test_ppl": 75.0, "paper_test_ppl": 75.08}]
+    rows = [{**row, "recipe": "standard"} for row in rows]
+    config = {"budget": "paper", "seeds": [1111]}
+    card = pd.DataFrame(evaluate_study(pru, config, {"pru_table1": pd.DataFrame(rows)})).set_index("claim")
+    assert card.loc["mgu_vs_lstm_m1000[dataset=ptb]", "verdict"] == HELD
+    assert card.loc["mgu_vs_pru_g4_k2_m1400[dataset=ptb]", "verdict"] == NOT_HELD
+    assert card.loc["mgu_vs_lstm_m1000[dataset=wt2]", "verdict"] == NOT_TESTED
+    assert "no result for mgu" in card.loc["mgu_vs_lstm_m1000[dataset=wt2]", "reason"]
+    assert card.loc["mgu_vs_lstm_m1000[dataset=ptb]", "paper_check"].startswith("n/a")
+    # the study's own claims are unchanged beside them
+    assert card.loc["pru_g4_beats_lstm_standard[dataset=ptb]", "verdict"] == HELD
+
+
+# --- end to end: the example through a cut-down smoke grid of two studies ---------------------------
+
+def cut_smoke_grid(project):
+    """The smoke grid of pru Table 1 and lru accuracy cut to a few baselines, one dataset, one seed."""
+    for name, artifact, cut in [("pru", "table1", {"datasets": ["ptb"], "models": ["lstm_m1000"]}),
+                                ("lru", "accuracy", {"datasets": ["ptb_char"], "models": ["gru_24m", "lru_24m"],
+                                                     "seeds": [1111]})]:
+        path = project / "config" / "studies" / f"{name}.yaml"
+        study = yaml.safe_load(path.read_text())
+        study["budgets"]["smoke"]["artifacts"][artifact] = cut
+        path.write_text(yaml.safe_dump(study, sort_keys=False))
+
+
+def test_example_through_two_studies_end_to_end(tmp_path):
+    project = copy_project(tmp_path / "project")
+    shutil.copytree(REPO_ROOT / "examples", project / "examples", ignore=shutil.ignore_patterns("__pycache__"))
+    cut_smoke_grid(project)
+    targets = ["results/tables/pru_table1.csv", "results/figures/pru_table1.png",
+               "results/tables/lru_accuracy.csv", "results/figures/lru_curves.png"]
+    configs = ["--configfile", "profiles/smoke/run-config.yaml", "examples/mgu.yaml"]
+
+    bad = project / "bad.yaml"
+    bad.write_text(EXAMPLE.read_text().replace("examples.mgu:MGULayer", "examples.mgu:NoSuchLayer"))
+    run = snakemake(project, "--profile", "profiles/smoke", *targets, "-n", "--configfile",
+                    "profiles/smoke/run-config.yaml", "bad.yaml")
+    assert run.returncode != 0
+    assert "bad.yaml is invalid" in run.stderr and "custom_cells.mgu.cell: " in run.stderr, run.stderr[-2000:]
+
+    run = snakemake(project, "--profile", "profiles/smoke", *targets, *configs)
+    assert run.returncode == 0, run.stderr[-3000:]
+    pru = pd.read_csv(project / "results/tables/pru_table1.csv")
+    assert list(pru["model"]) == ["lstm_m1000", "mgu"]
+    assert pru.set_index("model").loc["mgu", "cell"] == MGU and pru["paper_test_ppl"].isna().tolist() == [False, True]
+    lru = pd.read_csv(project / "results/tables/lru_accuracy.csv")
+    assert list(lru["model"]) == ["gru_24m", "lru_24m", "mgu"] and lru["unit"].iloc[-1] == "mgu"
+    params = lru.set_index("model")["params"]
+    assert abs(params["mgu"] - 24_000) <= 240 and abs(params["gru_24m"] - 24_000) <= 240
+    assert (project / "results/figures/lru_curves.png").stat().st_size > 0
+
+    # the generated claims resolve on the tables built (smoke: not tested, synthetic data)
+    env_studies = {name: load_study(name, root=project, custom_cells=load_yaml(EXAMPLE)["custom_cells"],
+                                    custom_source="examples/mgu.yaml") for name in ("pru", "lru")}
+    config = {"budget": "smoke", "seeds": [1111]}
+    card = scorecard(env_studies, config,
+                     [str(project / "results/tables/pru_table1.csv"), str(project / "results/tables/lru_accuracy.csv")])
+    generated = card[card["claim"].str.startswith("mgu_vs_")].set_index("claim")
+    assert set(generated["verdict"]) == {NOT_TESTED} and generated["reason"].str.startswith("synthetic").all()
+    assert generated.loc["mgu_vs_gru_24m[dataset=ptb_char]", "ours"] == (
+        f"mgu {lru.set_index('model').loc['mgu', 'test_loss']:.4g}; "
+        f"gru_24m {lru.set_index('model').loc['gru_24m', 'test_loss']:.4g}")
+
+    # without the config file nothing retrains: only the two notebooks rerun, without the MGU row
+    run = snakemake(project, "--profile", "profiles/smoke", *targets, "-n")
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert "train_cell" not in run.stdout and "notebook_pru_table1" in run.stdout
