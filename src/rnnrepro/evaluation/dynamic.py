@@ -37,7 +37,9 @@ Departures from ``benkrause/dynamic-evaluation:dynamiceval.py`` (current version
 2. With λ = 0 the clip at 1/λ is not applied (the script would divide by zero); the decay term is
    zero anyway.
 3. Parameters a model does not use in its forward pass get zero gradients (the script would fail).
-4. Only the current ("new") scaling is implemented. Settings published for the old script (used by
+4. Passes that take gradients run with cuDNN off (the script relied on an old PyTorch whose cuDNN
+   RNNs had a backward in eval mode; see ``eval_mode_with_gradients``).
+5. Only the current ("new") scaling is implemented. Settings published for the old script (used by
    MoS and the LRN paper: MS without the 1/S, gsum a sum over tensors) convert exactly as
    λ_new = λ_old / (number of parameter tensors), η_new = η_old / √S, ε_new = ε_old / √S (note §5.1),
    so a study states converted values.
@@ -51,6 +53,7 @@ log-likelihood. Tied weights are one parameter (``model.parameters()`` lists the
 from __future__ import annotations
 
 import math
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 import torch
@@ -80,19 +83,15 @@ class GradientStatistics:
     segments: int                    # S, training segments the statistics were collected over
 
 
-def eval_with_gradients(model) -> None:
-    """Dropout off everywhere, with the cuDNN recurrent modules (``nn.RNNBase``) in training mode:
-    cuDNN refuses a backward pass through an RNN run in eval mode ("cudnn RNN backward can only be
-    called in training mode", pytorch#5878, whose use case was dynamic evaluation). Training mode
-    changes nothing else in them: the cells build each as one layer without internal dropout, and the
-    language model's own dropouts follow the model's flag, not theirs."""
+@contextmanager
+def eval_mode_with_gradients(model):
+    """Dropout off (eval mode) for passes that take gradients, with cuDNN off: cuDNN has no backward
+    through an RNN run in eval mode ("cudnn RNN backward can only be called in training mode",
+    pytorch#5878, whose use case was dynamic evaluation; it hits nn.LSTM/nn.GRU and torch.lstm alike).
+    PyTorch's own kernels compute the same function with a backward in any mode."""
     model.eval()
-    for module in model.modules():
-        if isinstance(module, torch.nn.RNNBase):
-            if module.dropout and module.num_layers > 1:
-                raise ValueError(f"{module}: its internal dropout would act in training mode; evaluations need "
-                                 "recurrent modules without it")
-            module.train()
+    with torch.backends.cudnn.flags(enabled=False):
+        yield
 
 
 def _segment_loss(model, x: torch.Tensor, y: torch.Tensor, state: list) -> tuple[torch.Tensor, list]:
@@ -109,22 +108,22 @@ def _gradients(loss: torch.Tensor, params: list[torch.nn.Parameter]) -> list[tor
 def gradient_statistics(model, train_tokens: torch.Tensor, batch_size: int, segment_length: int,
                         max_segments: int | None = None) -> GradientStatistics:
     """MS and the decay rates at the model's current weights (θ0), from the training stream."""
-    eval_with_gradients(model)
     params = list(model.parameters())
     device = params[0].device
     source = batchify(train_tokens, batch_size).to(device)
     sums = [torch.zeros_like(p) for p in params]
     state = model.init_state(batch_size)
     segments = 0
-    for i in range(0, source.size(0) - 1, segment_length):
-        x, y = get_batch(source, i, segment_length)
-        loss, state = _segment_loss(model, x, y, state)
-        for total, grad in zip(sums, _gradients(loss, params)):
-            total.addcmul_(grad, grad)
-        state = [detach_state(s) for s in state]
-        segments += 1
-        if max_segments is not None and segments >= max_segments:
-            break
+    with eval_mode_with_gradients(model):
+        for i in range(0, source.size(0) - 1, segment_length):
+            x, y = get_batch(source, i, segment_length)
+            loss, state = _segment_loss(model, x, y, state)
+            for total, grad in zip(sums, _gradients(loss, params)):
+                total.addcmul_(grad, grad)
+            state = [detach_state(s) for s in state]
+            segments += 1
+            if max_segments is not None and segments >= max_segments:
+                break
     ms = [torch.sqrt(total / segments) for total in sums]
     gsum = torch.stack([m.mean() for m in ms]).mean()
     return GradientStatistics(ms=ms, decay_rates=[m / gsum for m in ms], segments=segments)
@@ -161,19 +160,19 @@ class DynamicEvaluator:
         """Mean cross entropy (nats per token) of a stream scored as one sequence, predict then adapt."""
         self.reset()
         model = self.model
-        eval_with_gradients(model)
         source = tokens.reshape(-1, 1).to(self.params[0].device)
         n = self.settings.segment_length
         state = model.init_state(1)
         total, count = 0.0, 0
         try:
-            for i in range(0, source.size(0) - 1, n):
-                x, y = get_batch(source, i, n)
-                loss, state = _segment_loss(model, x, y, state)
-                total += loss.item() * y.numel()
-                count += y.numel()
-                self.adapt(loss)
-                state = [detach_state(s) for s in state]
+            with eval_mode_with_gradients(model):
+                for i in range(0, source.size(0) - 1, n):
+                    x, y = get_batch(source, i, n)
+                    loss, state = _segment_loss(model, x, y, state)
+                    total += loss.item() * y.numel()
+                    count += y.numel()
+                    self.adapt(loss)
+                    state = [detach_state(s) for s in state]
         finally:
             self.reset()
         if count == 0:

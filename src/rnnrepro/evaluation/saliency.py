@@ -25,7 +25,7 @@ from __future__ import annotations
 import torch
 
 from ..data.registry import EOS
-from .dynamic import eval_with_gradients
+from .dynamic import eval_mode_with_gradients
 
 
 def pick_sequences(tokens: torch.Tensor, eos_id: int, count: int, length: int) -> list[torch.Tensor]:
@@ -44,7 +44,6 @@ def pick_sequences(tokens: torch.Tensor, eos_id: int, count: int, length: int) -
 
 def saliency(model, words: torch.Tensor, target: int, top: int = 5) -> dict:
     """Saliency of each input word for predicting ``target`` after ``words``, and the top next words."""
-    eval_with_gradients(model)
     captured = {}
 
     def keep_embedding(module, inputs, output):
@@ -54,13 +53,14 @@ def saliency(model, words: torch.Tensor, target: int, top: int = 5) -> dict:
     device = next(model.parameters()).device
     handle = model.embedding.register_forward_hook(keep_embedding)
     try:
-        out = model(words.reshape(-1, 1).to(device), model.init_state(1))
+        with eval_mode_with_gradients(model):
+            out = model(words.reshape(-1, 1).to(device), model.init_state(1))
+            log_p = torch.log_softmax(out.logits[-1, 0].float(), dim=-1)
+            loss = -log_p[target]
+            model.zero_grad(set_to_none=True)
+            loss.backward()
     finally:
         handle.remove()
-    log_p = torch.log_softmax(out.logits[-1, 0].float(), dim=-1)
-    loss = -log_p[target]
-    model.zero_grad(set_to_none=True)
-    loss.backward()
     grad = captured["embedded"].grad[:, 0]
     probabilities, indices = log_p.detach().exp().topk(top)
     return {"saliency": grad.pow(2).sum(-1).tolist(), "top_ids": indices.tolist(),
