@@ -103,7 +103,7 @@ def show_files(browser: HeadlessChromium, url: str, category: str, subcategory: 
 
 
 def click_in_row(browser: HeadlessChromium, name: str, icon: str) -> None:
-    browser.evaluate(f"{ROWS}.find(r => r.children[2].textContent.trim() === {name!r})"
+    browser.evaluate(f"{ROWS}.find(r => [...r.children].some(c => c.textContent.trim() === {name!r}))"
                      f".querySelector('a[iconname={icon}]').click()")
 
 
