@@ -18,7 +18,10 @@ No torch: the Snakefile calls this when it builds the rules.
 from __future__ import annotations
 
 import re
+import textwrap
 from pathlib import Path
+
+from markdown_it import MarkdownIt
 
 from . import grid
 
@@ -51,9 +54,11 @@ def paper_source(study_file: Path) -> str:
     return " ".join(comments)
 
 
-def rst_inline(text: str) -> str:
-    """Markdown inline code (`x`) as reStructuredText literals (``x``)."""
-    return re.sub(r"(?<!`)`([^`\n]+)`(?!`)", r"``\1``", text)
+def as_rst(markdown: str) -> str:
+    """A Markdown caption as reStructuredText: rendered to HTML by markdown-it and embedded raw (the
+    notebooks' descriptions are Markdown, with lists and underscores that reStructuredText reads otherwise)."""
+    html = MarkdownIt("commonmark").render(markdown)
+    return ".. raw:: html\n\n" + textwrap.indent(html, "   ") + "\n"
 
 
 def _data_lines(study: dict, config: dict, artifact: str) -> list[str]:
@@ -72,71 +77,71 @@ def _data_lines(study: dict, config: dict, artifact: str) -> list[str]:
     return [f"Data: {data}.",
             f"Training cells: {len(cells)} ({len(models)} models x {len(fractions)} data fraction(s) "
             f"{', '.join(f'{f} %' for f in fractions)} x seeds {', '.join(map(str, seeds))}), "
-            f"under ``results/runs/{study['study']}/``."]
+            f"under `results/runs/{study['study']}/`."]
 
 
 def _added_cell_lines(study: dict, artifact: str) -> list[str]:
-    """The cells of your own in an artifact (config ``custom_cells``, docs/custom_cells.md), if any."""
+    """The cells of your own in an artifact (config `custom_cells`, docs/custom_cells.md), if any."""
     from .cells import is_outside_cell
 
-    added = [f"``{model}`` (``{study['models'][model]['cell']}``)" for model in study["artifacts"][artifact]["models"]
+    added = [f"`{model}` (`{study['models'][model]['cell']}`)" for model in study["artifacts"][artifact]["models"]
              if is_outside_cell(study["models"][model]["cell"])]
     if not added:
         return []
-    return [f"Cells of your own added beside the baselines (``custom_cells``, no paper values): "
+    return [f"Cells of your own added beside the baselines (`custom_cells`, no paper values): "
             f"{', '.join(added)}.", ""]
 
 
 def artifact_caption(study: dict, config: dict, artifact: str, root: Path) -> str:
-    """The reStructuredText caption of an artifact's tables and figures (see the module docstring)."""
+    """The caption of an artifact's tables and figures (see the module docstring), as reStructuredText."""
     spec = study["artifacts"][artifact]
     study_file = root / "config" / "studies" / f"{study['study']}.yaml"
     title, description = notebook_header(root / spec["notebook"])
     budget = config["budget"]
     if study["paper"].get(artifact):
         source = paper_source(study_file)
-        paper = (f"Paper values (the ``paper_*`` columns) come from ``paper.{artifact}`` in "
-                 f"``config/studies/{study['study']}.yaml``." + (f" Their source: {source}" if source else ""))
+        paper = (f"Paper values (the `paper_*` columns) come from `paper.{artifact}` in "
+                 f"`config/studies/{study['study']}.yaml`." + (f" Their source: {source}" if source else ""))
     else:
-        paper = (f"Paper values: none listed under ``paper.{artifact}`` in ``config/studies/{study['study']}.yaml``; "
+        paper = (f"Paper values: none listed under `paper.{artifact}` in `config/studies/{study['study']}.yaml`; "
                  f"the description above says what the paper reports for it.")
     lines = [
-        f"**{rst_inline(title)}**",
+        f"**{title}**",
         "",
-        f"Replicates: {study['title']}, artifact ``{artifact}``.",
+        f"Replicates: {study['title']}, artifact `{artifact}`.",
         "",
-        rst_inline(description),
+        description,
         "",
-        f"Budget: ``{budget}``" + (" (synthetic stand-in corpora: only the shape is comparable, not the numbers)."
+        f"Budget: `{budget}`" + (" (synthetic stand-in corpora: only the shape is comparable, not the numbers)."
                                     if budget == "smoke" else "."),
         "",
         *_data_lines(study, config, artifact),
         "",
         *_added_cell_lines(study, artifact),
-        rst_inline(paper),
+        paper,
         "",
-        f"Made by ``{spec['notebook']}`` (executed copy: ``results/notebooks/{study['study']}_{artifact}.ipynb``).",
+        f"Made by `{spec['notebook']}` (executed copy: `results/notebooks/{study['study']}_{artifact}.ipynb`).",
     ]
-    return "\n".join(lines) + "\n"
+    return as_rst("\n".join(lines) + "\n")
 
 
 def claims_caption(config: dict, studies: dict[str, dict], root: Path) -> str:
     """The caption of the claims scorecard (table and figure)."""
     title, description = notebook_header(root / "notebooks" / "claims.py")
     claims = sum(len(study.get("claims", {})) for study in studies.values())
-    return "\n".join([
-        f"**{rst_inline(title)}**",
+    return as_rst("\n".join([
+        f"**{title}**",
         "",
         f"Replicates: the papers' claims, {claims} of them, from the study files of "
         f"{', '.join(study['title'] for study in studies.values())}.",
         "",
-        rst_inline(description),
+        description,
         "",
-        f"Budget: ``{config['budget']}``; seeds {', '.join(map(str, config['seeds']))}; the data of each "
+        f"Budget: `{config['budget']}`; seeds {', '.join(map(str, config['seeds']))}; the data of each "
         f"claim's artifact (see that artifact's caption).",
         "",
-        "Paper values: each claim's paper numbers come from its study file's ``paper:`` section, and the "
-        "claim's ``source`` there names the place in the paper.",
+        "Paper values: each claim's paper numbers come from its study file's `paper:` section, and the "
+        "claim's `source` there names the place in the paper.",
         "",
-        "Made by ``notebooks/claims.py`` (executed copy: ``results/notebooks/claims.ipynb``).",
-    ]) + "\n"
+        "Made by `notebooks/claims.py` (executed copy: `results/notebooks/claims.ipynb`).",
+    ]) + "\n")
