@@ -93,6 +93,7 @@ def test_not_tested_when_the_budget_leaves_a_row_out():
     result = verdicts(toy_study(), "reduced", table)
     assert result["a_beats_b[dataset=wt2]"]["verdict"] == NOT_TESTED
     assert result["a_beats_b[dataset=wt2]"]["reason"] == "no result for a in toy_t at this budget"
+    assert result["a_beats_b[dataset=wt2]"]["paper_check"] == "n/a (a row is not in this budget's table)"
     assert result["a_beats_b[dataset=ptb]"]["verdict"] == HELD
 
 

@@ -174,10 +174,12 @@ def _tolerance_text(tolerance: dict) -> str:
     return f"{tolerance['relative']:.0%}" if "relative" in tolerance else f"{tolerance['absolute']:g}"
 
 
-def _paper_check(kind: str, paper: list[float]) -> str:
-    """The claim's check on the paper's own numbers."""
+def _paper_check(kind: str, paper: list[float | None]) -> str:
+    """The claim's check on the paper's own numbers (None: the row is not in this budget's table)."""
     if kind == "closer_to_paper":
         return "n/a (compares our variants)"
+    if any(v is None for v in paper):
+        return "n/a (a row is not in this budget's table)"
     if any(math.isnan(v) for v in paper):
         return "n/a (the paper gives no number for every row)"
     return HELD if check_holds(kind, paper) else NOT_HELD
@@ -212,9 +214,9 @@ def evaluate_case(study: dict, config: dict, table: pd.DataFrame, case: Case) ->
     kind = claim["check"]
     paper_column = case.paper_column
     ours = [select(table, row, claim["value"], where) for row in case.rows]
-    paper = [select(table, row, paper_column, where) if paper_column in table.columns else math.nan
+    found = [select(table, row, paper_column, where) if paper_column in table.columns else math.nan
              for row in case.rows]
-    paper = [math.nan if v is None else v for v in paper]
+    paper = [math.nan if v is None else v for v in found]
     reference = None
     if case.paper_row is not None:
         reference = select(table, case.paper_row, paper_column, where)
@@ -223,7 +225,7 @@ def evaluate_case(study: dict, config: dict, table: pd.DataFrame, case: Case) ->
            "paper": (f"{_label(claim['paper_row'])} {_number(reference)}" if case.paper_row is not None
                      else _describe(case, paper)),
            "ours": _describe(case, [math.nan if v is None else v for v in ours]),
-           "paper_check": _paper_check(kind, paper)}
+           "paper_check": _paper_check(kind, found)}
     testable = claim.get("testable", DEFAULT_TESTABLE)
 
     def verdict(v: str, reason: str) -> dict:
