@@ -64,6 +64,6 @@ counts.plot.barh(stacked=True, color=[colours[k] for k in counts.columns], ax=ax
 ax.set_xlabel("claims (one per dataset / combination)")
 ax.set_ylabel("")
 ax.set_title(f"Claims scorecard, budget {run_config['budget']}")
-ax.legend(fontsize=8, loc="lower right", bbox_to_anchor=(1.0, 1.08), ncol=3)
+ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.25), ncol=3)
 fig.savefig(figures[0], dpi=120, bbox_inches="tight")
 plt.show()
