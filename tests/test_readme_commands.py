@@ -1,6 +1,7 @@
 """Every `snakemake` command line in README.md and docs/**/*.md works as written: each is dry-run
-(`-n` put right after `snakemake`, nothing else changed) in a copy of the project, so a command that
-Snakemake cannot parse, a target that no rule makes or a config value the schema refuses fails here.
+(`-n` put right after `snakemake`, nothing else changed) in a copy of the project (with examples/),
+so a command that Snakemake cannot parse, a target that no rule makes, a config value the schema
+refuses or a file that does not exist fails here; so does an elided one (`...`).
 
 What is substituted, and why:
 - the value of `data_mirror=` (DIR, /path/to/mirror, ../shared/data: a folder on the reader's machine)
@@ -21,12 +22,11 @@ import importlib.util
 import re
 import shlex
 import shutil
-import subprocess
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
 from conftest import BIN, copy_project
+from snakemake_runs import run_all
 
 from rnnrepro.configuration import REPO_ROOT
 
@@ -38,15 +38,21 @@ ENV_ASSIGNMENT = re.compile(r"^[A-Z_][A-Z0-9_]*=")
 
 def command_lines(markdown: str) -> list[str]:
     """The `snakemake ...` command lines of a markdown text: lines of fenced or indented code blocks
-    (a trailing `# comment` removed) and inline code spans (in prose and in tables)."""
+    (a trailing `# comment` removed, a line ending in a backslash joined with the next) and inline
+    code spans (in prose and in tables)."""
     commands = []
     in_fence = False
+    pending = ""
     for line in markdown.splitlines():
         if FENCE.match(line):
-            in_fence = not in_fence
+            in_fence, pending = not in_fence, ""
             continue
         if in_fence or line.startswith("    "):
-            candidates = [line.split(" #", 1)[0]]
+            code = pending + line.split(" #", 1)[0]
+            if code.rstrip().endswith("\\"):
+                pending = code.rstrip()[:-1] + " "
+                continue
+            candidates, pending = [code], ""
         else:
             candidates = INLINE.findall(line)
         for candidate in candidates:
@@ -89,10 +95,26 @@ def dry_run_arguments(command: str, mirror: Path) -> tuple[dict[str, str], list[
     return env, ["-n", *arguments]
 
 
-def dry_run(project: Path, mirror: Path, command: str) -> subprocess.CompletedProcess:
-    env, arguments = dry_run_arguments(command, mirror)
-    return subprocess.run([str(BIN / "snakemake"), *arguments], cwd=project, capture_output=True, text=True,
-                          env={"PATH": f"{BIN}:/usr/bin:/bin", "HOME": str(project), **env}, timeout=300)
+def dry_runs_of(commands: list[str], projects: list[Path], mirror: Path) -> dict[str, tuple[int, str]]:
+    """Exit status and output of each command as a dry run, two at a time, in the given projects."""
+    jobs, unparsable = [], {}
+    for command, project in zip(commands, projects):
+        try:
+            env, arguments = dry_run_arguments(command, mirror)
+        except ValueError as error:  # e.g. an unclosed quote: what a shell would refuse too
+            unparsable[command] = (2, f"a shell cannot split this command: {error}")
+            continue
+        jobs.append((command, (project, arguments, {"PATH": f"{BIN}:/usr/bin:/bin", "HOME": str(project), **env},
+                               project / "dry_run.log")))
+    return {**dict(zip([c for c, _ in jobs], run_all([job for _, job in jobs]))), **unparsable}
+
+
+def project_copy(folder: Path) -> Path:
+    """The project as the pipeline tests copy it, plus examples/ (commands in the docs name its files)."""
+    copy_project(folder)
+    if (REPO_ROOT / "examples").is_dir():
+        shutil.copytree(REPO_ROOT / "examples", folder / "examples")
+    return folder
 
 
 NO_JOBS = {"-n", "--dry-run", "--dryrun", "--unlock", "--lint", "--report", "--list-rules", "--summary"}
@@ -116,18 +138,14 @@ def mirror(tmp_path_factory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def dry_runs(request, tmp_path_factory, mirror) -> dict[str, subprocess.CompletedProcess]:
-    """Every runnable documented command this session selected, dry-run two at a time (each in a
-    project copy of its own): the whole file's time is that of the slowest half, not of the sum."""
+def dry_runs(request, tmp_path_factory, mirror) -> dict[str, tuple[int, str]]:
+    """Every runnable documented command this session selected, dry-run two at a time, each in a
+    project copy of its own (tests/snakemake_runs.py: Snakemake imported once)."""
     selected = {item.callspec.params["command"] for item in request.session.items
                 if getattr(item, "callspec", None) and "command" in item.callspec.params}
-    runnable = [c for c in selected if not ("profiles/slurm" in c and not SLURM_PLUGIN) and not elided(c)]
-
-    def run(command: str) -> subprocess.CompletedProcess:
-        return dry_run(copy_project(tmp_path_factory.mktemp("readme")), mirror, command)
-
-    with ThreadPoolExecutor(max_workers=2) as pool:
-        return dict(zip(runnable, pool.map(run, runnable)))
+    runnable = [c for c in COMMANDS if c in selected and not ("profiles/slurm" in c and not SLURM_PLUGIN)
+                and not elided(c)]
+    return dry_runs_of(runnable, [project_copy(tmp_path_factory.mktemp("readme")) for _ in runnable], mirror)
 
 
 def elided(command: str) -> bool:
@@ -140,6 +158,8 @@ def test_the_commands_are_found():
 
 ```sh
 snakemake -n results/x.csv                # what would run
+snakemake --cores 2 results/y.csv \\
+    --config budget=smoke
 CUDA_VISIBLE_DEVICES=1 snakemake --cores 8 all
 make smoke
 ```
@@ -151,16 +171,17 @@ make smoke
     assert not runs_without_cores("snakemake -n all") and runs_without_cores("snakemake all")
     assert not runs_without_cores("snakemake --profile profiles/smoke all")
     assert command_lines(sample) == [
-        "snakemake --cores 1 all", "snakemake -n results/x.csv", "CUDA_VISIBLE_DEVICES=1 snakemake --cores 8 all",
+        "snakemake --cores 1 all", "snakemake -n results/x.csv", "snakemake --cores 2 results/y.csv --config budget=smoke",
+        "CUDA_VISIBLE_DEVICES=1 snakemake --cores 8 all",
         "snakemake --profile profiles/slurm all", "snakemake --cores 8 results/y.csv --config budget=reduced"]
 
 
 def test_a_broken_command_fails(tmp_path, mirror):
     """The check can fail: the README's old form, a target after --config, is refused."""
-    result = dry_run(copy_project(tmp_path), mirror, "snakemake --cores 8 --config budget=reduced data_mirror=DIR "
-                                                     "results/tables/pru_table1.csv")
-    assert result.returncode != 0
-    assert "Unparsable value: 'results/tables/pru_table1.csv'" in result.stdout + result.stderr
+    broken = "snakemake --cores 8 --config budget=reduced data_mirror=DIR results/tables/pru_table1.csv"
+    code, output = dry_runs_of([broken], [project_copy(tmp_path)], mirror)[broken]
+    assert code != 0
+    assert "Unparsable value: 'results/tables/pru_table1.csv'" in output
 
 
 @pytest.mark.parametrize("command", COMMANDS, ids=[f"{', '.join(pages)}: {c}" for c, pages in COMMANDS.items()])
@@ -170,6 +191,5 @@ def test_documented_command_dry_runs(dry_runs, command):
     if "profiles/slurm" in command and not SLURM_PLUGIN:
         pytest.skip("snakemake-executor-plugin-slurm (pinned in requirements.txt) is not installed")
     assert not runs_without_cores(command), f"{pages}: `{command}` runs jobs without --cores, which Snakemake refuses"
-    result = dry_runs[command]
-    output = result.stdout + result.stderr
-    assert result.returncode == 0, f"{pages}: `{command}` fails as a dry run:\n{output[-3000:]}"
+    code, output = dry_runs[command]
+    assert code == 0, f"{pages}: `{command}` fails as a dry run:\n{output[-3000:]}"
