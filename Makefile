@@ -1,5 +1,5 @@
 # The README's two commands:
-#   make smoke   set up .venv and run the whole pipeline on the smoke budget (CPU minutes)
+#   make smoke   set up .venv, run the whole pipeline on the smoke budget (CPU minutes), write results/report.html
 #   make test    set up .venv and run the test suite
 # Everything is installed from requirements.txt (exact pins) into .venv; `make clean` removes results.
 
@@ -20,8 +20,10 @@ $(STAMP): requirements.txt pyproject.toml
 	$(BIN)/python -m pip install --disable-pip-version-check -q --no-deps -e .
 	touch $@
 
+# Then the Snakemake report of that run: every table and figure with its caption, in one HTML file.
 smoke: $(STAMP)
 	$(BIN)/snakemake --profile profiles/smoke all
+	$(BIN)/snakemake --profile profiles/smoke --report results/report.html all
 
 # A cell of your own beside the baselines (docs/custom_cells.md): the minimal gated unit of
 # examples/mgu.py in PRU Table 1 and the LRU accuracy comparison, on the smoke budget (CPU minutes).
