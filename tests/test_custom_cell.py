@@ -106,7 +106,8 @@ def test_cell_without_formula_sized_within_one_percent(budget, vocab, tied, embe
 # --- the config file: checks naming the file and key, and the study it produces --------------------
 
 @pytest.mark.parametrize("change, key, message", [
-    (lambda c: c.update(cell="examples.nowhere:MGULayer"), "custom_cells.mgu.cell", "module examples.nowhere not found"),
+    (lambda c: c.update(cell="examples.nowhere:MGULayer"), "custom_cells.mgu.cell",
+     "module examples.nowhere not found"),
     (lambda c: c.update(cell="examples.mgu:MGU"), "custom_cells.mgu.cell", "defines no class MGU"),
     (lambda c: c.update(cell_options={"levels": 2}), "custom_cells.mgu.cell_options", "unknown option 'levels'"),
     (lambda c: c["studies"]["pru"].update(like="lstm_m999"), "custom_cells.mgu.studies.pru.like", "unknown model"),
@@ -158,12 +159,12 @@ def test_generated_claims_on_a_fixture(custom):
                and c["per"] == {"dataset": ["ptb", "wt2"]} for c in generated)
     # a paper-budget table: MGU between LSTM M=1000 and PRU g=4 on PTB, no WT-2 row for it
     nan = float("nan")
-    rows = [{"dataset": "ptb", "model": "lstm_m1000", "cell": "lstm", "g": nan, "test_ppl": 66.0, "paper_test_ppl": 66.29},
-            {"dataset": "ptb", "model": "pru_g4_k2_m1400", "cell": "pru", "g": 4, "test_ppl": 62.0,
-             "paper_test_ppl": 62.42},
-            {"dataset": "ptb", "model": "mgu", "cell": MGU, "g": nan, "test_ppl": 64.0, "paper_test_ppl": nan},
-            {"dataset": "wt2", "model": "lstm_m1000", "cell": "lstm", "g": nan, "test_ppl": 75.0, "paper_test_ppl": 75.08}]
-    rows = [{**row, "recipe": "standard"} for row in rows]
+    columns = ["dataset", "model", "cell", "g", "test_ppl", "paper_test_ppl"]
+    rows = [dict(zip(columns, values), recipe="standard") for values in [
+        ("ptb", "lstm_m1000", "lstm", nan, 66.0, 66.29),
+        ("ptb", "pru_g4_k2_m1400", "pru", 4, 62.0, 62.42),
+        ("ptb", "mgu", MGU, nan, 64.0, nan),
+        ("wt2", "lstm_m1000", "lstm", nan, 75.0, 75.08)]]
     config = {"budget": "paper", "seeds": [1111]}
     card = pd.DataFrame(evaluate_study(pru, config, {"pru_table1": pd.DataFrame(rows)})).set_index("claim")
     assert card.loc["mgu_vs_lstm_m1000[dataset=ptb]", "verdict"] == HELD
@@ -189,7 +190,7 @@ def cut_smoke_grid(project):
 
 
 def test_example_through_two_studies_end_to_end(tmp_path):
-    project = copy_project(tmp_path / "project")
+    project = copy_project(tmp_path)
     shutil.copytree(REPO_ROOT / "examples", project / "examples", ignore=shutil.ignore_patterns("__pycache__"))
     cut_smoke_grid(project)
     targets = ["results/tables/pru_table1.csv", "results/figures/pru_table1.png",
@@ -201,7 +202,8 @@ def test_example_through_two_studies_end_to_end(tmp_path):
     run = snakemake(project, "--profile", "profiles/smoke", *targets, "-n", "--configfile",
                     "profiles/smoke/run-config.yaml", "bad.yaml")
     assert run.returncode != 0
-    assert "bad.yaml is invalid" in run.stderr and "custom_cells.mgu.cell: " in run.stderr, run.stderr[-2000:]
+    said = run.stdout + run.stderr
+    assert "profiles/smoke/run-config.yaml bad.yaml is invalid:\n  custom_cells.mgu.cell: " in said, said[-2000:]
 
     run = snakemake(project, "--profile", "profiles/smoke", *targets, *configs)
     assert run.returncode == 0, run.stderr[-3000:]

@@ -64,16 +64,20 @@ def check_custom_cells(custom_cells: dict, studies: dict[str, dict], source: str
 
     ``studies``: the run's studies as their files define them (before any custom cell is added).
     """
-    from .cells import validate_cell  # torch-free: reads the class's constructor from its source
+    from .cells import cell_options, validate_cell  # torch-free: read the class's constructor from its source
 
     problems = []
     for name, custom in custom_cells.items():
         where = f"custom_cells.{name}"
         try:
-            validate_cell(custom["cell"], custom.get("cell_options", {}))
+            cell_options(custom["cell"])  # the module and the class
         except ValueError as error:
-            key = "cell_options" if "option" in str(error).split(":", 2)[-1] else "cell"
-            problems.append(f"{where}.{key}: {error}")
+            problems.append(f"{where}.cell: {error}")
+        else:
+            try:
+                validate_cell(custom["cell"], custom.get("cell_options", {}))
+            except ValueError as error:
+                problems.append(f"{where}.cell_options: {error}")
         for study_name, entry in custom["studies"].items():
             at = f"{where}.studies.{study_name}"
             if study_name not in studies:

@@ -1,5 +1,6 @@
 # Config validation and the target list, built from the study files (never hard-coded).
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -25,7 +26,8 @@ from rnnrepro.evaluation.plan import (
 try:
     # a config file given with --configfile (cells of your own, docs/custom_cells.md) is named in errors
     CUSTOM_SOURCE = (
-        " ".join(map(str, workflow.overwrite_configfiles)) or "config/config.yaml"
+        " ".join(os.path.relpath(path) for path in workflow.overwrite_configfiles)
+        or "config/config.yaml"
     )
     # --config values arrive as strings (`true`, `[1111,1112]`): read as the schema's types, in place
     load_run_config(
