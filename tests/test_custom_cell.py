@@ -17,7 +17,7 @@ from rnnrepro import grid
 from rnnrepro.analysis.claims import HELD, NOT_HELD, NOT_TESTED, evaluate_study, scorecard
 from rnnrepro.cells import build_layer
 from rnnrepro.configuration import REPO_ROOT, ConfigError, load_run_config, load_study, load_yaml
-from rnnrepro.custom_cells import check_custom_cells
+from rnnrepro.custom_cells import ENVIRONMENT_VARIABLE, check_custom_cells, export
 from rnnrepro.models.language_model import Dropouts, LanguageModel
 from rnnrepro.models.regularisation import run_with_weight_drop
 from rnnrepro.sizing import RECURRENT_PARAMS, counted_layer_params, hidden_size_for_budget
@@ -146,6 +146,18 @@ def test_the_example_joins_each_study_at_the_baselines_footing(custom):
                                                                1111))["recipe"]
     # the study files themselves are untouched without the config file
     assert "mgu" not in load_study("lru", custom_cells={})["models"]
+
+
+def test_jobs_see_the_cells_the_workflow_exported(custom, monkeypatch):
+    """Notebooks and the scorecard call load_study(study) in the jobs Snakemake starts: they inherit
+    the environment the Snakefile exported the custom cells into."""
+    monkeypatch.setenv(ENVIRONMENT_VARIABLE, "")  # restored after the test, whatever export() did
+    assert "mgu" not in load_study("pru")["models"]
+    export(custom, "examples/mgu.yaml")
+    assert load_study("pru")["models"]["mgu"]["cell"] == MGU
+    assert "mgu" in load_study("lru")["artifacts"]["accuracy"]["models"]
+    export({}, "config/config.yaml")
+    assert "mgu" not in load_study("pru")["models"]
 
 
 # --- the claims "the new cell against each baseline" ------------------------------------------------
