@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from filelock import FileLock
 
 from rnnrepro.configuration import REPO_ROOT
 
@@ -51,10 +52,38 @@ def numbers(metrics_file: Path) -> dict:
     return {k: v for k, v in json.loads(metrics_file.read_text()).items() if k not in TIMING_KEYS}
 
 
+def pytest_collection_modifyitems(config, items):
+    """The SLURM tests first: they wait on a cluster more than they compute, so on one worker they
+    overlap the rest of the suite on the other instead of running alone at the end."""
+    items.sort(key=lambda item: item.path.name != "test_slurm.py")
+
+
 @pytest.fixture(scope="session")
-def smoke_project(tmp_path_factory) -> Path:
-    """A project copy in which `snakemake --profile profiles/smoke all` has run successfully."""
-    project = copy_project(tmp_path_factory.mktemp("smoke"))
+def smoke_project(tmp_path_factory, worker_id) -> Path:
+    """A project copy in which `snakemake --profile profiles/smoke all` has run successfully.
+
+    The suite runs on two pytest-xdist workers (`make test`); the smoke run is made once for both, in
+    the folder they share, by whichever asks first (the other waits on a file lock)."""
+    if worker_id == "master":  # plain `pytest`, no workers
+        return _run_smoke(tmp_path_factory.mktemp("smoke"))
+    shared = tmp_path_factory.getbasetemp().parent
+    with FileLock(str(shared / "smoke.lock")):
+        project, failed = shared / "smoke", shared / "smoke.failed"
+        if failed.exists():
+            pytest.fail(f"the shared smoke run failed (in another worker):\n{failed.read_text()}")
+        if not (shared / "smoke.done").exists():
+            project.mkdir()
+            try:
+                _run_smoke(project)
+            except BaseException as error:
+                failed.write_text(str(error))
+                raise
+            (shared / "smoke.done").touch()
+    return project
+
+
+def _run_smoke(project: Path) -> Path:
+    copy_project(project)
     result = snakemake(project, "--profile", "profiles/smoke", "all")
     assert result.returncode == 0, result.stderr[-5000:]
     return project

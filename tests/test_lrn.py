@@ -11,7 +11,6 @@ import pytest
 import torch
 import torch.nn.functional as F
 import yaml
-from conftest import copy_project, snakemake
 
 from rnnrepro import grid
 from rnnrepro.analysis.lrn import final_state_weights, lrn_gates, unfolded_weights
@@ -331,14 +330,12 @@ LRN_TARGETS = ["results/tables/lrn_lm.csv", "results/figures/lrn_lm.png", "resul
 
 
 @pytest.fixture(scope="module")
-def lrn_smoke(tmp_path_factory):
-    """A project copy in which only the lrn study's targets were built under the smoke profile."""
-    project = copy_project(tmp_path_factory.mktemp("lrn_smoke"))
-    result = snakemake(project, "--profile", "profiles/smoke", *LRN_TARGETS, "--config", "studies=[lrn]")
-    assert result.returncode == 0, result.stderr[-5000:]
-    return project
+def lrn_smoke(smoke_project):
+    """The session's smoke run of every study (tests/conftest.py), which includes the lrn targets."""
+    return smoke_project
 
 
+@pytest.mark.slow
 def test_smoke_artifacts_exist_with_every_stage(lrn_smoke):
     for target in LRN_TARGETS:
         assert (lrn_smoke / target).stat().st_size > 0, target

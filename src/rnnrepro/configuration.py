@@ -12,6 +12,7 @@ This module imports no torch: the Snakefile imports it at parse time.
 from __future__ import annotations
 
 import copy
+import json
 import re
 from pathlib import Path
 from typing import Any
@@ -277,6 +278,22 @@ def merged(base: dict, *overrides: dict) -> dict:
     for override in overrides:
         out.update(copy.deepcopy(override))
     return out
+
+
+def read_json_argument(text: str) -> tuple[Any, str]:
+    """A command-line ``--config`` value: JSON text, or the path of a JSON file. Returns the parsed
+    value and how to name it in an error (``--config`` or the file's path)."""
+    source = "--config"
+    if not text.lstrip().startswith("{"):
+        source = text
+        try:
+            text = Path(text).read_text()
+        except OSError as e:
+            raise ConfigError(f"--config {source}: cannot read it ({e.strerror})") from None
+    try:
+        return json.loads(text), source
+    except json.JSONDecodeError as e:
+        raise ConfigError(f"{source}: not valid JSON ({e})") from None
 
 
 def validate_cell_config(cfg: dict, source: str) -> dict:

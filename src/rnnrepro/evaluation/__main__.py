@@ -20,7 +20,7 @@ from pathlib import Path
 
 import torch
 
-from ..configuration import ConfigError
+from ..configuration import ConfigError, read_json_argument
 from ..data.corpus import load_corpus
 from ..data.registry import DataError
 from ..train.common import pick_device, provenance
@@ -44,17 +44,7 @@ def parse_args(argv=None) -> argparse.Namespace:
 
 def read_spec(text: str) -> dict:
     """Parse and check the settings against the study schema's definition of an evaluation."""
-    source = "--config"
-    if not text.lstrip().startswith("{"):
-        source = text
-        try:
-            text = Path(text).read_text()
-        except OSError as e:
-            raise ConfigError(f"--config {source}: cannot read it ({e.strerror})") from None
-    try:
-        spec = json.loads(text)
-    except json.JSONDecodeError as e:
-        raise ConfigError(f"{source}: not valid JSON ({e})") from None
+    spec, source = read_json_argument(text)
     run_keys = {"name", "device", "threads"}
     missing = sorted(run_keys - set(spec))
     if missing:

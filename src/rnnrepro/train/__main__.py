@@ -8,11 +8,10 @@ from the study file; its ``task`` picks the trainer. Outputs: see the trainer's 
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 
-from ..configuration import ConfigError, validate_cell_config
+from ..configuration import ConfigError, read_json_argument, validate_cell_config
 from ..data.registry import DataError
 from .autocomplete import train_autocomplete
 from .checkpoint import DamagedCheckpoint
@@ -33,17 +32,7 @@ def parse_args(argv=None) -> argparse.Namespace:
 
 
 def read_config(text: str) -> dict:
-    source = "--config"
-    if not text.lstrip().startswith("{"):
-        source = text
-        try:
-            text = Path(text).read_text()
-        except OSError as e:
-            raise ConfigError(f"--config {source}: cannot read it ({e.strerror})") from None
-    try:
-        cfg = json.loads(text)
-    except json.JSONDecodeError as e:
-        raise ConfigError(f"{source}: not valid JSON ({e})") from None
+    cfg, source = read_json_argument(text)
     return validate_cell_config(cfg, source)
 
 
