@@ -52,12 +52,6 @@ def numbers(metrics_file: Path) -> dict:
     return {k: v for k, v in json.loads(metrics_file.read_text()).items() if k not in TIMING_KEYS}
 
 
-def pytest_collection_modifyitems(config, items):
-    """The SLURM tests first: they wait on a cluster more than they compute, so on one worker they
-    overlap the rest of the suite on the other instead of running alone at the end."""
-    items.sort(key=lambda item: item.path.name != "test_slurm.py")
-
-
 @pytest.fixture(scope="session")
 def smoke_project(tmp_path_factory, worker_id) -> Path:
     """A project copy in which `snakemake --profile profiles/smoke all` has run successfully.
