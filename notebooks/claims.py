@@ -20,7 +20,6 @@
 # %% tags=["parameters"]
 run_config = {"budget": "paper", "seeds": [1111], "studies": ["pru"]}
 table_files = []
-metrics_files = []  # every notebook runner's parameter; the scorecard reads tables, not runs
 tables = ["results/tables/claims.csv"]
 figures = ["results/figures/claims.png"]
 

@@ -139,7 +139,6 @@ def render(budget: str, records: Path = RECORDS, config_file: Path = Path("confi
     for path in ("results/tables", "results/figures"):
         Path(path).mkdir(parents=True, exist_ok=True)
     scorecard = {"run_config": {"budget": budget, "seeds": config["seeds"], "studies": list(studies)},
-                 "metrics_files": [],
                  "table_files": [str(Path(t).resolve()) for t in tables],
                  "tables": [str(Path("results/tables/claims.csv").resolve())],
                  "figures": [str(Path("results/figures/claims.png").resolve())]}

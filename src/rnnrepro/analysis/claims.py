@@ -293,9 +293,8 @@ def main(argv=None) -> int:
     """Run notebooks/claims.py through papermill (rnnrepro.analysis.run_notebook) for the run config."""
     import argparse
     import json
-    import sys
 
-    from .run_notebook import run
+    from .run_notebook import run_cli
 
     parser = argparse.ArgumentParser(prog="python -m rnnrepro.analysis.claims", description=main.__doc__)
     parser.add_argument("notebook", type=Path)
@@ -307,15 +306,10 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     for path in (args.table, args.figure):
         Path(path).parent.mkdir(parents=True, exist_ok=True)
-    parameters = {"run_config": json.loads(args.run_config), "metrics_files": [],
+    parameters = {"run_config": json.loads(args.run_config),
                   "table_files": [str(Path(t).resolve()) for t in args.tables_in],
                   "tables": [str(Path(args.table).resolve())], "figures": [str(Path(args.figure).resolve())]}
-    try:
-        run(args.notebook, args.output, parameters)
-    except (RuntimeError, FileNotFoundError) as error:
-        print(f"[rnnrepro] error: {error}", file=sys.stderr)
-        return 1
-    return 0
+    return run_cli(args.notebook, args.output, parameters)
 
 
 if __name__ == "__main__":

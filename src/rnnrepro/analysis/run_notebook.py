@@ -51,9 +51,10 @@ def failed_copy(notebook: Path) -> Path:
 def run(notebook: Path, output: Path, parameters: dict) -> None:
     if not notebook.exists():
         raise FileNotFoundError(f"notebook {notebook} does not exist")
-    damaged = check_metrics_files([os.path.relpath(path) for path in parameters["metrics_files"]])
+    metrics_files = parameters.get("metrics_files", [])  # the scorecard reads tables, not runs
+    damaged = check_metrics_files([os.path.relpath(path) for path in metrics_files])
     if damaged:
-        raise RuntimeError(f"notebook {notebook} not run: {len(damaged)} of its {len(parameters['metrics_files'])} "
+        raise RuntimeError(f"notebook {notebook} not run: {len(damaged)} of its {len(metrics_files)} "
                            f"training results cannot be read:\n  " + "\n  ".join(damaged))
     output.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory() as tmp:
@@ -86,8 +87,13 @@ def main(argv=None) -> int:
         "tables": [str(Path(t).resolve()) for t in args.tables],
         "figures": [str(Path(f).resolve()) for f in args.figures],
     }
+    return run_cli(args.notebook, args.output, parameters)
+
+
+def run_cli(notebook: Path, output: Path, parameters: dict) -> int:
+    """:func:`run` for a command line: a failure is one error line and exit status 1."""
     try:
-        run(args.notebook, args.output, parameters)
+        run(notebook, output, parameters)
     except (RuntimeError, FileNotFoundError) as e:
         print(f"[rnnrepro] error: {e}", file=sys.stderr)
         return 1
