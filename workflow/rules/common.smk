@@ -37,23 +37,20 @@ try:
         ),
         command_line=workflow.config_settings.config,
     )
-    # cells of your own: checked, then added to the studies they name; the notebooks and the
-    # scorecard that the rules run see them too (they inherit this environment)
-    check_custom_cells(
-        config["custom_cells"],
-        {
-            name: load_study(name, Path(workflow.basedir), {})
-            for name in config["studies"]
-        },
-        CUSTOM_SOURCE,
-    )
-    export_custom_cells(config["custom_cells"], CUSTOM_SOURCE)
     STUDIES = {
-        name: load_study(
-            name, Path(workflow.basedir), config["custom_cells"], CUSTOM_SOURCE
-        )
-        for name in config["studies"]
+        name: load_study(name, Path(workflow.basedir), {}) for name in config["studies"]
     }
+    # cells of your own: checked against the study files, then added to the studies they name; the
+    # notebooks and the scorecard that the rules run see them too (they inherit this environment)
+    if config["custom_cells"]:
+        check_custom_cells(config["custom_cells"], STUDIES, CUSTOM_SOURCE)
+        STUDIES = {
+            name: load_study(
+                name, Path(workflow.basedir), config["custom_cells"], CUSTOM_SOURCE
+            )
+            for name in config["studies"]
+        }
+    export_custom_cells(config["custom_cells"], CUSTOM_SOURCE)
 except ConfigError as error:
     raise WorkflowError(str(error))
 
