@@ -191,6 +191,24 @@ def test_nan_loss_stops_with_a_clear_error(corpus_dir, tmp_path):
     assert not (tmp_path / "nan" / "metrics.json").exists()
 
 
+def test_gpu_out_of_memory_names_the_cell_and_the_jobs_per_gpu(corpus_dir, tmp_path, monkeypatch, capsys):
+    """Eight paper-size cells on one 80 GB H100 ran out of memory (docs/gpu.md): say which cell, how many
+    jobs share a GPU, and what to set; exit 1 like any failed cell."""
+    from rnnrepro.train import __main__ as cli
+
+    def runs_out(run_dir, cfg):
+        raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 48.00 MiB. GPU 0 has a total "
+                                     "capacity of 79.18 GiB of which 28.69 MiB is free.\nmore lines")
+    monkeypatch.setitem(cli.TRAINERS, "lm", runs_out)
+    monkeypatch.setenv("RNNREPRO_JOBS_PER_GPU", "8")
+    cfg = smoke_config(corpus_dir, "lstm_m1000")
+    assert cli.main(["--run-dir", str(tmp_path / "oom"), "--config", json.dumps(cfg)]) == 1
+    err = capsys.readouterr().err
+    assert f"cell {tmp_path / 'oom'}: the GPU ran out of memory (CUDA out of memory. Tried to allocate 48.00 MiB." in err
+    assert "RNNREPRO_JOBS_PER_GPU=8" in err and "RNNREPRO_JOBS_PER_GPU=2" in err
+    assert str(tmp_path / "oom" / "checkpoint") in err and "more lines" not in err
+
+
 def test_finetune_starts_from_parent(reference_run, corpus_dir, tmp_path):
     parent_dir, _ = reference_run
     cfg = smoke_config(corpus_dir, "awd_pru_g4_k2_m1400_ft", epochs=2)

@@ -8,13 +8,17 @@ from the study file; its ``task`` picks the trainer. Outputs: see the trainer's 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 
+import torch
+
+from .. import gpus
 from ..configuration import ConfigError, read_json_argument, validate_cell_config
 from ..data.registry import DataError
 from .autocomplete import train_autocomplete
-from .checkpoint import DamagedCheckpoint
+from .checkpoint import DamagedCheckpoint, checkpoint_dir
 from .files import RunFolderError
 from .language_model import train_language_model
 from .loop import TrainingDiverged, TrainingInterrupted
@@ -36,6 +40,17 @@ def read_config(text: str) -> dict:
     return validate_cell_config(cfg, source)
 
 
+def out_of_memory_advice(run_dir: Path, error: BaseException) -> str:
+    """What to do when the GPU ran out of memory: usually too many cells share it."""
+    shared = os.environ.get(gpus.JOBS_PER_GPU_ENV, "").strip() or f"{gpus.DEFAULT_JOBS_PER_GPU} (the default)"
+    return (f"cell {run_dir}: the GPU ran out of memory ({str(error).splitlines()[0]}). Training jobs that "
+            f"share one GPU: {gpus.JOBS_PER_GPU_ENV}={shared}. At the paper's sizes one job holds 4-14 GiB "
+            f"(its CUDA graphs, one per BPTT length; docs/gpu.md): on an 80 GB H100 eight jobs ran out of memory "
+            f"and three did not. Run again with fewer jobs per GPU, e.g. {gpus.JOBS_PER_GPU_ENV}=2 (and "
+            f"`--resources gpu=2` per GPU where you set it yourself); the cell resumes from its last checkpoint "
+            f"in {checkpoint_dir(run_dir)}.")
+
+
 def main(argv=None) -> int:
     args = parse_args(argv)
     try:
@@ -43,6 +58,9 @@ def main(argv=None) -> int:
         TRAINERS[cfg["task"]](args.run_dir, cfg)
     except (ConfigError, DataError, TrainingDiverged, RunFolderError, DamagedCheckpoint, FileNotFoundError) as e:
         print(f"[rnnrepro] error: {e}", file=sys.stderr)
+        return 1
+    except torch.OutOfMemoryError as e:
+        print(f"[rnnrepro] error: {out_of_memory_advice(args.run_dir, e)}", file=sys.stderr)
         return 1
     except TrainingInterrupted as e:
         print(f"[rnnrepro] {e}", file=sys.stderr)
