@@ -4,6 +4,7 @@
 import json
 import math
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -262,9 +263,17 @@ def recorded(tmp_path_factory):
     for (dataset, model), ppl in FIXTURE_TEST_PPL.items():
         write_fixture_run(project / "results", "reduced", dataset, model, ppl)
     write_fixture_run(project / "results", "smoke", "ptb", "lstm_m1000", 300.0)
+    # an evaluation's output beside one run, and speed results of two budgets (FIXTURE content)
+    run_dir = next((project / "results/runs/pru").glob("ptb/lstm_m1000/frac100/seed1111"))
+    (run_dir / "dynamic_eval.json").write_text(json.dumps({"fixture": "not a run", "budget": "reduced"}))
+    speed = project / "results/speed"
+    speed.mkdir(parents=True)
+    (speed / "lrn.json").write_text(json.dumps({"fixture": "not a run", "budget": "reduced", "rows": []}))
+    (speed / "nlstm.json").write_text(json.dumps({"fixture": "not a run", "budget": "smoke", "rows": []}))
     packed = python_in(project, "-m", "rnnrepro.records", "pack")
     assert packed.returncode == 0, packed.stderr
-    assert "recorded 4 runs" in packed.stdout  # the synthetic-data (smoke) run is not a record
+    # the synthetic-data (smoke) run and speed result are not records
+    assert "recorded 4 runs and 1 speed results" in packed.stdout
     shutil.rmtree(project / "results")
     return project
 
@@ -272,8 +281,20 @@ def recorded(tmp_path_factory):
 def test_records_hold_only_the_small_files(recorded):
     runs = recorded / "records/reduced/results/runs/pru"
     assert len(list(runs.glob("*/*/frac100/seed1111/metrics.json"))) == 4
-    assert {p.name for p in runs.glob("**/*") if p.is_file()} == {"config.json", "history.csv", "metrics.json"}
+    assert {p.name for p in runs.glob("**/*") if p.is_file()} == {"config.json", "history.csv", "metrics.json",
+                                                                   "dynamic_eval.json"}
+    assert [p.name for p in runs.glob("**/dynamic_eval.json")] == ["dynamic_eval.json"]
+    assert [p.name for p in (recorded / "records/reduced/results/speed").iterdir()] == ["lrn.json"]
     assert not (recorded / "records/smoke").exists()
+
+
+def test_a_speed_result_without_its_budget_is_not_recorded(tmp_path):
+    (tmp_path / "results/runs").mkdir(parents=True)
+    (tmp_path / "results/speed").mkdir()
+    (tmp_path / "results/speed/lrn.json").write_text(json.dumps({"rows": []}))
+    result = python_in(tmp_path, "-m", "rnnrepro.records", "pack")
+    assert result.returncode == 1
+    assert "results/speed/lrn.json does not say its budget" in result.stderr and "rerun its speed rule" in result.stderr
 
 
 def test_render_from_records_without_training(recorded):
@@ -281,7 +302,10 @@ def test_render_from_records_without_training(recorded):
     assert result.returncode == 0, result.stdout + result.stderr
     status = dict(line.split(None, 1) for line in result.stdout.strip().splitlines())
     assert status["pru/dropout"] == "rendered"
-    assert status["pru/table1"].startswith("not rendered: ") and "runs not recorded" in status["pru/table1"]
+    assert status["pru/table1"].startswith("not rendered: ") and "recorded files missing" in status["pru/table1"]
+    # an artifact that reads evaluation outputs is rendered from records too, once they are all there
+    assert re.fullmatch(r"not rendered: 2 of 4 recorded files missing \(e\.g\. .*pru_g4_k2_m1400.*\)",
+                        status["pru/dynamic_eval"]), status["pru/dynamic_eval"]
     assert status["claims"] == "rendered"
     table = pd.read_csv(recorded / "results/tables/pru_dropout.csv")
     assert {(r.dataset, r.model): r.test_ppl for r in table.itertuples()} == pytest.approx(FIXTURE_TEST_PPL)

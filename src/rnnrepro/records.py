@@ -4,19 +4,20 @@ figure and the claims scorecard rendered from them on any machine, without a GPU
     python -m rnnrepro.records pack                      # results/runs -> records/<budget>/results/runs
     python -m rnnrepro.records render --budget reduced   # records/reduced -> results/tables, figures
 
-A record is a run folder's ``config.json``, ``history.csv`` and ``metrics.json`` (no weights, no
-checkpoints), at the same relative path as under ``results/``: ``records/<budget>/results/runs/
-<study>/<corpus>/<model>/frac<f>/seed<s>/``. The metrics already carry the device, torch version,
-git sha and wall time of the run.
+A record is a run folder's ``config.json``, ``history.csv`` and ``metrics.json`` plus the JSON outputs of
+its evaluations (``dynamic_eval.json``, ...; no weights, no checkpoints), at the same relative path as
+under ``results/``: ``records/<budget>/results/runs/<study>/<corpus>/<model>/frac<f>/seed<s>/``, and each
+study's speed benchmark (``results/speed/<study>.json`` -> ``records/<budget>/results/speed/``). The
+metrics already carry the device, torch version, git sha and wall time of the run.
 
-``render`` copies the records of one budget into ``results/runs`` and runs each artifact's notebook
+``render`` copies the records of one budget into ``results/`` and runs each artifact's notebook
 through papermill with exactly the parameters the Snakemake rule gives it (rnnrepro.analysis.
 run_notebook), then the scorecard notebook. It runs notebooks directly rather than Snakemake: the
 records have no data and no weights, and Snakemake would plan to download, preprocess and retrain
 what a record's inputs lack. An artifact is rendered when every cell of its grid at that budget is
-recorded; otherwise it is listed as not rendered, with the number of missing runs. Artifacts that
-need a cell's weights (``model.pt``) or the outputs of another rule (evaluations, speed benchmarks)
-cannot be rendered from records and are listed as such; the scorecard marks their claims not tested.
+recorded, with every evaluation output and speed result it reads; otherwise it is listed as not
+rendered, with the number of missing files. Artifacts that need a cell's weights (``model.pt``) cannot
+be rendered from records and are listed as such; the scorecard marks their claims not tested.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from pathlib import Path
 from . import grid
 from .analysis.claims import is_synthetic
 from .configuration import ConfigError, load_run_config, load_study, load_yaml
+from .evaluation.plan import artifact_evaluation_files
 
 RECORDED = ("config.json", "history.csv", "metrics.json")
 RECORDS = Path("records")
@@ -41,11 +43,18 @@ def record_dir(records: Path, budget: str) -> Path:
     return records / budget / RESULTS
 
 
+def evaluation_outputs(run_dir: Path) -> list[Path]:
+    """The JSON files of a run folder besides its config and metrics: its evaluations' outputs."""
+    return [path for path in sorted(run_dir.glob("*.json")) if path.name not in RECORDED]
+
+
 def pack(runs: Path = RESULTS / "runs", records: Path = RECORDS, include_synthetic: bool = False) -> list[Path]:
-    """Copy the small files of every finished run under ``runs`` into ``records/<budget>/results/runs``.
+    """Copy the small files of every finished run under ``runs`` into ``records/<budget>/results/runs``,
+    and every speed result beside ``runs`` (``results/speed/<study>.json``) into ``records/<budget>/
+    results/speed``.
 
     Runs on synthetic corpora (the smoke budget) are left out unless ``include_synthetic``: records
-    exist to render the papers' tables from real data. Returns the run folders recorded.
+    exist to render the papers' tables from real data. Returns the run folders (and speed files) recorded.
     """
     packed = []
     for metrics_file in sorted(runs.glob("**/metrics.json")):
@@ -61,26 +70,40 @@ def pack(runs: Path = RESULTS / "runs", records: Path = RECORDS, include_synthet
         target.mkdir(parents=True, exist_ok=True)
         for name in RECORDED:
             shutil.copy2(run_dir / name, target / name)
+        for output in evaluation_outputs(run_dir):
+            shutil.copy2(output, target / output.name)
+        packed.append(target)
+    for speed_file in sorted((runs.parent / "speed").glob("*.json")):
+        speed = json.loads(speed_file.read_text())
+        if "budget" not in speed:
+            raise ValueError(f"{speed_file} does not say its budget (written before speed results did): "
+                             f"rerun its speed rule, or move it away, before recording")
+        if speed["budget"] == "smoke" and not include_synthetic:  # the budget on synthetic corpora
+            continue
+        target = record_dir(records, speed["budget"]) / "speed" / speed_file.name
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(speed_file, target)
         packed.append(target)
     return packed
 
 
 def restore(records: Path, budget: str, results: Path = RESULTS) -> list[Path]:
-    """Copy one budget's records into ``results/runs``; returns the metrics files now in place.
+    """Copy one budget's records into ``results/`` (runs and speed results); returns the metrics files
+    now in place.
 
-    A file already in ``results/runs`` that differs from its record is never overwritten: the error
+    A file already in ``results/`` that differs from its record is never overwritten: the error
     names it (a run trained here is newer than the record, or the record is from another run).
     """
-    source = record_dir(records, budget) / "runs"
-    if not source.is_dir():
+    source = record_dir(records, budget)
+    if not (source / "runs").is_dir():
         known = sorted(p.name for p in records.iterdir()) if records.is_dir() else []
-        raise FileNotFoundError(f"no recorded runs for budget {budget!r}: {source} does not exist "
+        raise FileNotFoundError(f"no recorded runs for budget {budget!r}: {source / 'runs'} does not exist "
                                 f"(recorded budgets: {', '.join(known) or 'none'})")
     placed = []
     for record in sorted(source.glob("**/*")):
         if not record.is_file():
             continue
-        target = results / "runs" / record.relative_to(source)
+        target = results / record.relative_to(source)
         if target.exists() and not filecmp.cmp(record, target, shallow=False):
             raise FileExistsError(f"{target} differs from its record {record}: move it away (it is a run "
                                   f"of this machine) or delete it, then render again")
@@ -110,14 +133,13 @@ def render(budget: str, records: Path = RECORDS, config_file: Path = Path("confi
     for name, study in studies.items():
         for artifact, spec in study["artifacts"].items():
             key = f"{name}/{artifact}"
-            other_rules = [k for k in ("evaluations", "speed") if spec.get(k)]
-            if other_rules:
-                status[key] = f"not rendered: needs the {' and '.join(other_rules)} outputs, which records do not keep"
-                continue
             metrics = [f"{cell.run_dir}/metrics.json" for cell in grid.artifact_cells(study, config, artifact)]
-            missing = [m for m in metrics if not Path(m).exists()]
+            needed = (metrics + artifact_evaluation_files(study, config, artifact)
+                      + ([f"results/speed/{name}.json"] if spec.get("speed") else []))
+            missing = [m for m in needed if not Path(m).exists()]
             if missing:
-                status[key] = f"not rendered: {len(missing)} of {len(metrics)} runs not recorded (e.g. {missing[0]})"
+                status[key] = (f"not rendered: {len(missing)} of {len(needed)} recorded files missing "
+                               f"(e.g. {missing[0]})")
                 continue
             out_tables, out_figures, notebook = _outputs(study, name, artifact)
             parameters = {"study": name, "artifact": artifact,
@@ -129,8 +151,9 @@ def render(budget: str, records: Path = RECORDS, config_file: Path = Path("confi
             try:
                 run(Path(spec["notebook"]), Path(notebook), parameters)
             except RuntimeError as error:
-                if "model.pt" in str(error):
-                    status[key] = "not rendered: needs the cells' weights (model.pt), which records do not keep"
+                if "model.pt" in str(error) or f"{grid.PROCESSED}/" in str(error):
+                    status[key] = ("not rendered: needs the cells' weights (model.pt) or the prepared corpus "
+                                   f"({grid.PROCESSED}/), which records do not keep")
                 else:
                     status[key] = f"failed: {str(error).splitlines()[0]}"
                 continue
@@ -165,10 +188,11 @@ def main(argv=None) -> int:
     try:
         if args.command == "pack":
             packed = pack(args.runs, args.records, args.include_synthetic)
-            print(f"[rnnrepro] recorded {len(packed)} runs under {args.records}/")
+            speed = sum(path.parent.name == "speed" for path in packed)
+            print(f"[rnnrepro] recorded {len(packed) - speed} runs and {speed} speed results under {args.records}/")
             return 0
         status = render(args.budget, args.records, args.config)
-    except (ConfigError, FileNotFoundError, FileExistsError, RuntimeError) as error:
+    except (ConfigError, FileNotFoundError, FileExistsError, RuntimeError, ValueError) as error:
         print(f"[rnnrepro] error: {error}", file=sys.stderr)
         return 1
     for key, state in status.items():

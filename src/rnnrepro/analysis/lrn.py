@@ -278,6 +278,10 @@ def main(argv=None) -> int:
         print(f"[rnnrepro] error: --settings is not valid JSON ({e})", file=sys.stderr)
         return 1
     result = measure_speed(settings)
+    # The budget whose shapes were timed: recorded runs (rnnrepro.records) file the result under it.
+    budgets = {cell.get("budget") for cell in settings.get("cells", {}).values()}
+    if len(budgets) == 1:
+        result["budget"] = budgets.pop()
     args.output.parent.mkdir(parents=True, exist_ok=True)
     args.output.write_text(json.dumps(result, indent=2) + "\n")
     for row in result["rows"]:
