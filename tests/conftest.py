@@ -2,6 +2,7 @@
 end-to-end test reads (it is the expensive part of the suite, so it runs once per session)."""
 
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -16,6 +17,75 @@ BIN = Path(sys.executable).parent
 # metrics.json entries that differ between two runs of the same cell (clock, machine, checkout)
 TIMING_KEYS = {"wall_seconds", "train_seconds", "seconds_per_1000_sequences", "finished_at", "git_sha"}
 PROJECT_PARTS = ["Snakefile", "workflow", "config", "notebooks", "profiles", "src"]
+
+
+# How the suite's pytest-xdist workers share the work (pyproject.toml runs `-n 3`). Every test that
+# reads the shared smoke run (the fixture smoke_project below) is in one of SMOKE_FILES, and those files
+# are one unit of work: the worker that makes the smoke run goes on with them, and no other worker sits
+# waiting for it. The second starts with the SLURM tests (minutes of real SLURM jobs, mostly waiting for
+# the SLURM plugin's status checks; they ask for the smoke run only at the end, to compare numbers). The
+# third takes the other files, each a unit of its own (a file's tests share module fixtures), and each
+# worker takes the next file when it is free. Three workers on two cores: the SLURM worker is mostly idle.
+# (pytest-xdist 3.8's own `--dist loadgroup` cannot do this with pytest 9: it renames the tests through
+# an attribute pytest 9 no longer reads.)
+SMOKE_UNIT = "the smoke run and its tests"
+SMOKE_FILES = {f"tests/test_{name}.py" for name in ("claims", "lrn", "lru", "nlstm", "report", "workflow")}
+FIRST_FILES = [*sorted(SMOKE_FILES), "tests/test_slurm.py"]
+
+
+def unit_of(nodeid: str) -> str:
+    in_file = nodeid.split("::")[0]
+    return SMOKE_UNIT if in_file in SMOKE_FILES else in_file
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config, log):
+    from xdist.scheduler import LoadScopeScheduling
+
+    class SmokeFirstScheduling(LoadScopeScheduling):
+        """Units of work as unit_of says, in collection order (`--no-loadscope-reorder`). A worker gets its
+        next unit when one test of its last is left (it holds that one until it knows what comes next),
+        not earlier: work queued behind the minutes of SLURM tests would wait there while another worker
+        is free."""
+
+        def _split_scope(self, nodeid: str) -> str:
+            return unit_of(nodeid)
+
+        def _reschedule(self, node) -> None:
+            if not node.shutting_down and self.workqueue and self._pending_of(self.assigned_work[node]) >= 2:
+                return
+            super()._reschedule(node)
+
+    return SmokeFirstScheduling(config, log)
+
+
+# The smoke run with the tests that read it, and the SLURM tests, are the suite's two long chains, so
+# every other test yields the CPU to them: a worker lowers its own priority (and its children's) before
+# its first test outside those two units. The total work is the same; the chains end sooner, and the
+# rest fills the cores around them.
+NICE_OUTSIDE_CHAINS = 10
+
+
+def pytest_runtest_setup(item):
+    chains = (SMOKE_UNIT, "tests/test_slurm.py")
+    if unit_of(item.nodeid) not in chains and not getattr(pytest_runtest_setup, "niced", False):
+        os.nice(NICE_OUTSIDE_CHAINS)
+        pytest_runtest_setup.niced = True
+
+
+def pytest_collection_modifyitems(config, items):
+    strays = [item.nodeid for item in items
+              if "smoke_project" in item.fixturenames and unit_of(item.nodeid) != SMOKE_UNIT]
+    if strays:
+        raise pytest.UsageError(f"tests that read the smoke run must be in tests/conftest.py's SMOKE_FILES "
+                                f"(else their worker waits for it): {', '.join(strays)}")
+
+    def rank(item):
+        in_file = item.nodeid.split("::")[0]
+        reads_smoke = "smoke_project" in item.fixturenames  # first, so that the smoke run starts at once
+        return (not reads_smoke, FIRST_FILES.index(in_file) if in_file in FIRST_FILES else len(FIRST_FILES))
+
+    items.sort(key=rank)  # stable: pytest's order within each file
 
 
 def copy_project(dest: Path) -> Path:

@@ -157,7 +157,7 @@ def test_one_stand_in_for_several_datasets_keeps_runs_apart(study):
     for dataset, key in keys.items():
         assert grid.dataset_for(study, config, key) == dataset
     cells = every_cell(study, config)
-    assert len({c.run_dir for c in cells}) == len(cells) == 7 * 3 + 2 * 2 * 2
+    assert len({c.run_dir for c in cells}) == len(cells) == 7 * 2 + 2 * 2 * 2
     for cell in cells:
         resolved = grid.resolve_cell(study, config, cell)
         assert resolved["corpus"] == "synth_char_small" and resolved["data"]["dir"] == "data/processed/synth_char_small"
@@ -172,7 +172,7 @@ def test_one_stand_in_for_several_datasets_keeps_runs_apart(study):
 def test_budget_subsets_and_artifact_seeds(study, tmp_path):
     config = run_config("smoke")
     accuracy = grid.artifact_cells(study, config, "accuracy")
-    assert {c.seed for c in accuracy} == {1111, 1112, 1113} and len(accuracy) == 21
+    assert {c.seed for c in accuracy} == {1111, 1112} and len(accuracy) == 14
     efficiency = grid.artifact_cells(study, config, "stat_efficiency")
     assert {c.seed for c in efficiency} == set(config["seeds"]) and {c.fraction for c in efficiency} == {20, 100}
     broken = yaml.safe_load((REPO_ROOT / "config/studies/lru.yaml").read_text())
@@ -235,11 +235,11 @@ def test_smoke_run_produces_every_lru_artifact(smoke_project, study):
                  "lru_variant_stat_efficiency"):
         assert (smoke_project / f"results/figures/{name}.png").stat().st_size > 10_000, name
     accuracy = pd.read_csv(smoke_project / "results/tables/lru_accuracy.csv")
-    assert len(accuracy) == 7 and set(accuracy["seeds"]) == {3} and set(accuracy["corpus"]) == {"synth_char_small"}
+    assert len(accuracy) == 7 and set(accuracy["seeds"]) == {2} and set(accuracy["corpus"]) == {"synth_char_small"}
     assert accuracy["test_loss"].map(math.isfinite).all() and accuracy["paper_test_loss"].notna().all()
     assert accuracy["test_bpc"].tolist() == pytest.approx((accuracy["test_loss"] / math.log(2)).tolist())
     convergence = pd.read_csv(smoke_project / "results/tables/lru_convergence.csv")
-    assert set(convergence["dataset"]) == {"all", "ptb_char"} and (convergence["runs"] == 3).all()
+    assert set(convergence["dataset"]) == {"all", "ptb_char"} and (convergence["runs"] == 2).all()
     efficiency = pd.read_csv(smoke_project / "results/tables/lru_stat_efficiency.csv")
     assert len(efficiency) == 2 * 2 * 2 and set(efficiency["dataset"]) == {"ptb_char", "text8"}
     tokens = efficiency.pivot_table(index="model", columns="fraction", values="train_tokens")

@@ -1,9 +1,9 @@
 """profiles/slurm against a real SLURM (tests/slurm_cluster.py) through the SLURM executor plugin.
 
-A whole study's smoke grid (data rules, training cells, notebooks) runs as SLURM jobs and must give
-the artifacts of the local smoke run (training is deterministic on the CPU). A training job cancelled
-with scancel, and one preempted by a higher-priority job, resume from their checkpoints and end with
-the numbers of an uninterrupted run; a finished cell is never retrained.
+A whole study's smoke grid (data rules, training cells, notebooks) runs as SLURM jobs; a training job
+cancelled with scancel, and one preempted by a higher-priority job, resume from their checkpoints; a
+finished cell is never retrained. The last test checks that all of them end with the numbers and
+tables of the local smoke run (training is deterministic on the CPU).
 """
 
 import subprocess
@@ -15,11 +15,11 @@ from pathlib import Path
 import pandas as pd
 import pytest
 import yaml
-from conftest import BIN, TIMING_KEYS, copy_project, numbers
+from conftest import BIN, TIMING_KEYS, copy_project, numbers, snakemake
 
 import slurm_cluster
 from rnnrepro import grid
-from rnnrepro.configuration import REPO_ROOT, load_study
+from rnnrepro.configuration import REPO_ROOT, load_study, load_yaml
 from rnnrepro.status import log_path
 
 UNAVAILABLE = slurm_cluster.unavailable_reason()
@@ -32,9 +32,21 @@ SMOKE_CONFIG = [f"{key}={value}" for key, value in
                 yaml.safe_load((REPO_ROOT / "profiles" / "smoke" / "run-config.yaml").read_text()).items()]
 # The grid that goes through SLURM whole: the smallest study's (3 cells, 2 notebooks). Every study's
 # jobs are the same three rules, so the others would repeat minutes of the local smoke run to show
-# nothing more. The interrupted cells are the PRU study's: its epochs are long enough to interrupt.
+# nothing more. The interrupted cell is PRU Table 1's g=4 cell on PTB's stand-in: its smoke epochs (about
+# 4 s each on the 2-core box) leave time to interrupt it after its first.
 GRID_STUDY = "nlstm"
-INTERRUPTED_STUDY = "pru"
+INTERRUPTED_STUDY, INTERRUPTED_MODEL, INTERRUPTED_DATASET = "pru", "pru_g4_k2_m1400", "ptb"
+
+
+# What each test below ran on SLURM, compared with the local smoke run by the last test of this file:
+# name -> (project, metrics files, tables), paths relative to the project.
+TO_COMPARE: dict[str, tuple[Path, list[str], list[str]]] = {}
+
+
+def smoke_run_config() -> dict:
+    """config/config.yaml with profiles/smoke's settings over it: the smoke run's run config."""
+    return {**load_yaml(REPO_ROOT / "config" / "config.yaml"),
+            **yaml.safe_load((REPO_ROOT / "profiles" / "smoke" / "run-config.yaml").read_text())}
 
 
 @pytest.fixture(scope="module")
@@ -66,16 +78,15 @@ def finished(proc: subprocess.Popen, project: Path, timeout: int = 1800) -> None
 
 
 @pytest.fixture(scope="module")
-def cell(smoke_project) -> grid.Cell:
-    """A cell of INTERRUPTED_STUDY that needs no other cell: what the interruption tests train."""
-    name = INTERRUPTED_STUDY
-    study = load_study(name)
-    for metrics in sorted(smoke_project.glob(f"results/runs/{name}/*/*/frac*/seed*/metrics.json")):
-        corpus, model, fraction, seed = metrics.parent.relative_to(smoke_project / grid.RUNS / name).parts
-        candidate = grid.Cell(name, corpus, model, int(fraction[4:]), int(seed[4:]))
-        if grid.parent_cell(study, candidate) is None:
-            return candidate
-    pytest.fail(f"the smoke run trained no cell of study {name}")
+def cell() -> grid.Cell:
+    """The cell the interruption tests train, from the smoke grid (so these tests need not wait for the
+    shared smoke run until they compare their numbers with it); it needs no other cell."""
+    study, run_config = load_study(INTERRUPTED_STUDY), smoke_run_config()
+    corpus = grid.data_key(study, run_config, INTERRUPTED_DATASET)
+    [cell] = [cell for artifact in study["artifacts"] for cell in grid.artifact_cells(study, run_config, artifact)
+              if cell.model == INTERRUPTED_MODEL and cell.corpus == corpus][:1]
+    assert grid.parent_cell(study, cell) is None
+    return cell
 
 
 def comment_of(cell: grid.Cell) -> str:
@@ -91,34 +102,12 @@ def new_jobs(cluster, before: set) -> list[dict]:
     return [job for job in cluster.jobs() if job["JobIDRaw"] not in before]
 
 
-def test_smoke_pipeline_on_slurm_equals_the_local_run(cluster, smoke_project, tmp_path):
-    project = copy_project(tmp_path)
-    before = {job["JobIDRaw"] for job in cluster.jobs()}
-    finished(start_snakemake(cluster, project, "all", f"studies=[{GRID_STUDY}]"), project)
-
-    jobs = new_jobs(cluster, before)
-    rules = Counter(rule_of(job["Comment"]) for job in jobs)
-    artifacts = load_study(GRID_STUDY)["artifacts"].values()
-    cells = sorted(smoke_project.glob(f"results/runs/{GRID_STUDY}/*/*/frac*/seed*/metrics.json"))
-    assert rules["train_cell"] == len(cells) > 0
-    assert any(rule.startswith(("fetch_", "prepare_")) for rule in rules), rules  # data rules ran there too
-    assert sum(n for rule, n in rules.items() if rule.startswith(f"notebook_{GRID_STUDY}_")) == len(artifacts)
-    assert {job["State"] for job in jobs} == {"COMPLETED"}
-    for job in jobs:  # one GPU for each training job (profiles/slurm), none for the rest
-        assert ("gres/gpu=1" in job["AllocTRES"]) == (rule_of(job["Comment"]) == "train_cell"), job
-
-    for metrics in cells:
-        assert numbers(project / metrics.relative_to(smoke_project)) == numbers(metrics), metrics
-    for table in (f"results/tables/{name}.csv" for artifact in artifacts for name in artifact["tables"]):
-        ours, local = pd.read_csv(project / table), pd.read_csv(smoke_project / table)
-        reproduced = [column for column in local.columns if not column.startswith("paper_") and column not in TIMING_KEYS]
-        pd.testing.assert_frame_equal(ours[reproduced], local[reproduced], obj=table)
-
-
-def project_with_data(smoke_project: Path, dest: Path) -> Path:
-    """A project copy with the smoke corpora already prepared: only the training cell is left to run."""
+def project_with_data(cell: grid.Cell, dest: Path) -> Path:
+    """A project copy with the cell's smoke corpus prepared locally: only the training cell is left to run."""
     project = copy_project(dest)
-    subprocess.run(["cp", "-a", str(smoke_project / "data"), str(project / "data")], check=True)
+    prepared = snakemake(project, "--profile", "profiles/smoke", f"{cell.run_dir}/metrics.json",
+                         "--omit-from", "train_cell")
+    assert prepared.returncode == 0, prepared.stderr[-5000:]
     return project
 
 
@@ -134,8 +123,8 @@ def interrupt_after_first_epoch(cluster, project: Path, cell, proc: subprocess.P
     return job_id
 
 
-def test_cancelled_training_job_resumes_from_its_checkpoint(cluster, smoke_project, cell, tmp_path):
-    project = project_with_data(smoke_project, tmp_path)
+def test_cancelled_training_job_resumes_from_its_checkpoint(cluster, cell, tmp_path):
+    project = project_with_data(cell, tmp_path)
     target = f"{cell.run_dir}/metrics.json"
     before = {job["JobIDRaw"] for job in cluster.jobs()}
     proc = start_snakemake(cluster, project, target)
@@ -147,7 +136,7 @@ def test_cancelled_training_job_resumes_from_its_checkpoint(cluster, smoke_proje
     assert attempts[0]["JobIDRaw"] == cancelled
     assert [job["State"].split()[0] for job in attempts] == ["CANCELLED", "COMPLETED"]
     assert "resuming from" in (project / log_path(cell)).read_text()
-    assert numbers(project / target) == numbers(smoke_project / target)
+    TO_COMPARE["the cancelled cell"] = (project, [target], [])
 
     # A finished cell is never retrained.
     before = {job["JobIDRaw"] for job in cluster.jobs()}
@@ -156,8 +145,8 @@ def test_cancelled_training_job_resumes_from_its_checkpoint(cluster, smoke_proje
     assert "Nothing to be done" in (project / "snakemake.out").read_text()
 
 
-def test_preempted_training_job_is_requeued_and_resumes(cluster, smoke_project, cell, tmp_path):
-    project = project_with_data(smoke_project, tmp_path)
+def test_preempted_training_job_is_requeued_and_resumes(cluster, cell, tmp_path):
+    project = project_with_data(cell, tmp_path)
     target = f"{cell.run_dir}/metrics.json"
     before = {job["JobIDRaw"] for job in cluster.jobs()}
     proc = start_snakemake(cluster, project, target)
@@ -173,4 +162,40 @@ def test_preempted_training_job_is_requeued_and_resumes(cluster, smoke_project, 
     training = [job["JobIDRaw"] for job in new_jobs(cluster, before) if job["Comment"] == comment_of(cell)]
     assert training == [preempted]  # the same SLURM job ran again: SLURM requeued it, not Snakemake
     assert "resuming from" in (project / log_path(cell)).read_text()
-    assert numbers(project / target) == numbers(smoke_project / target)
+    TO_COMPARE["the preempted cell"] = (project, [target], [])
+
+
+def test_smoke_pipeline_runs_on_slurm(cluster, tmp_path):
+    project = copy_project(tmp_path)
+    before = {job["JobIDRaw"] for job in cluster.jobs()}
+    finished(start_snakemake(cluster, project, "all", f"studies=[{GRID_STUDY}]"), project)
+
+    jobs = new_jobs(cluster, before)
+    rules = Counter(rule_of(job["Comment"]) for job in jobs)
+    study = load_study(GRID_STUDY)
+    cells = {cell for artifact in study["artifacts"] for cell in grid.artifact_cells(study, smoke_run_config(), artifact)}
+    assert rules["train_cell"] == len(cells) > 0
+    assert any(rule.startswith(("fetch_", "prepare_")) for rule in rules), rules  # data rules ran there too
+    assert sum(n for rule, n in rules.items() if rule.startswith(f"notebook_{GRID_STUDY}_")) == len(study["artifacts"])
+    assert {job["State"] for job in jobs} == {"COMPLETED"}
+    for job in jobs:  # one GPU for each training job (profiles/slurm), none for the rest
+        assert ("gres/gpu=1" in job["AllocTRES"]) == (rule_of(job["Comment"]) == "train_cell"), job
+
+    TO_COMPARE["the grid"] = (project, [f"{cell.run_dir}/metrics.json" for cell in sorted(cells, key=str)],
+                              [f"results/tables/{name}.csv" for artifact in study["artifacts"].values()
+                               for name in artifact["tables"]])
+
+
+def test_slurm_results_equal_the_local_smoke_run(request):
+    """Every number the SLURM runs above made is the local smoke run's (training is deterministic on the
+    CPU). Asked for last, so the SLURM tests run beside the smoke run instead of waiting for it."""
+    missing = [name for name in ("the grid", "the cancelled cell", "the preempted cell") if name not in TO_COMPARE]
+    assert not missing, f"nothing to compare from {', '.join(missing)}: its test above failed"
+    smoke_project = request.getfixturevalue("smoke_project")
+    for name, (project, metrics_files, tables) in TO_COMPARE.items():
+        for metrics in metrics_files:
+            assert numbers(project / metrics) == numbers(smoke_project / metrics), (name, metrics)
+        for table in tables:
+            ours, local = pd.read_csv(project / table), pd.read_csv(smoke_project / table)
+            reproduced = [c for c in local.columns if not c.startswith("paper_") and c not in TIMING_KEYS]
+            pd.testing.assert_frame_equal(ours[reproduced], local[reproduced], obj=f"{name}: {table}")

@@ -32,10 +32,15 @@ class ConfigError(ValueError):
     """A config or study file is malformed; the message says which key and what to do."""
 
 
+# libyaml's loader where PyYAML has it (its wheels do): the study files are long, and every Snakemake
+# run, job and notebook reads them; the pure-Python loader took most of a dry run's time.
+SAFE_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
 def load_yaml(path: Path) -> Any:
     try:
         with open(path) as f:
-            return yaml.safe_load(f)
+            return yaml.load(f, Loader=SAFE_LOADER)
     except FileNotFoundError:
         raise ConfigError(f"{path}: file not found") from None
     except yaml.YAMLError as e:
