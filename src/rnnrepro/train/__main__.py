@@ -44,7 +44,7 @@ def out_of_memory_advice(run_dir: Path, error: BaseException) -> str:
     """What to do when the GPU ran out of memory: usually too many cells share it."""
     shared = os.environ.get(gpus.JOBS_PER_GPU_ENV, "").strip() or f"{gpus.DEFAULT_JOBS_PER_GPU} (the default)"
     return (f"cell {run_dir}: the GPU ran out of memory ({str(error).splitlines()[0]}). Training jobs that "
-            f"share one GPU: {gpus.JOBS_PER_GPU_ENV}={shared}. At the paper's sizes one job holds 4-14 GiB "
+            f"share one GPU: {gpus.JOBS_PER_GPU_ENV}={shared}. At the paper's sizes one job holds about 6-14 GiB "
             f"(its CUDA graphs, one per BPTT length; docs/gpu.md): on an 80 GB H100 eight jobs ran out of memory "
             f"and three did not. Run again with fewer jobs per GPU, e.g. {gpus.JOBS_PER_GPU_ENV}=2 (and "
             f"`--resources gpu=2` per GPU where you set it yourself); the cell resumes from its last checkpoint "
