@@ -67,10 +67,8 @@ NICE_OUTSIDE_CHAINS = 10
 
 
 def pytest_runtest_setup(item):
-    chains = (SMOKE_UNIT, "tests/test_slurm.py")
-    if unit_of(item.nodeid) not in chains and not getattr(pytest_runtest_setup, "niced", False):
-        os.nice(NICE_OUTSIDE_CHAINS)
-        pytest_runtest_setup.niced = True
+    if unit_of(item.nodeid) not in (SMOKE_UNIT, "tests/test_slurm.py") and os.nice(0) < NICE_OUTSIDE_CHAINS:
+        os.nice(NICE_OUTSIDE_CHAINS - os.nice(0))
 
 
 def pytest_collection_modifyitems(config, items):
@@ -83,7 +81,7 @@ def pytest_collection_modifyitems(config, items):
     def rank(item):
         in_file = item.nodeid.split("::")[0]
         reads_smoke = "smoke_project" in item.fixturenames  # first, so that the smoke run starts at once
-        return (not reads_smoke, FIRST_FILES.index(in_file) if in_file in FIRST_FILES else len(FIRST_FILES))
+        return not reads_smoke, FIRST_FILES.index(in_file) if in_file in FIRST_FILES else len(FIRST_FILES)
 
     items.sort(key=rank)  # stable: pytest's order within each file
 
@@ -103,6 +101,13 @@ def snakemake(cwd: Path, *args: str, timeout: int = 1800) -> subprocess.Complete
     """Run this environment's snakemake in ``cwd`` with a minimal, predictable environment."""
     return subprocess.run([str(BIN / "snakemake"), *args], cwd=cwd, capture_output=True, text=True,
                           env={"PATH": f"{BIN}:/usr/bin:/bin", "HOME": str(cwd)}, timeout=timeout)
+
+
+def python_in(project: Path, *args: str, **kwargs) -> subprocess.CompletedProcess:
+    """`python ARGS` in a project copy, importing that copy's rnnrepro."""
+    env = {**os.environ, "PYTHONPATH": str(project / "src")}
+    return subprocess.run([sys.executable, *args], cwd=project, capture_output=True, text=True, env=env,
+                          timeout=900, **kwargs)
 
 
 def train_cli(run_dir: Path, cfg: dict, **popen) -> subprocess.Popen:
@@ -126,8 +131,8 @@ def numbers(metrics_file: Path) -> dict:
 def smoke_project(tmp_path_factory, worker_id) -> Path:
     """A project copy in which `snakemake --profile profiles/smoke all` has run successfully.
 
-    The suite runs on two pytest-xdist workers (`make test`); the smoke run is made once for both, in
-    the folder they share, by whichever asks first (the other waits on a file lock)."""
+    The suite runs on several pytest-xdist workers (`make test`); the smoke run is made once for all, in
+    the folder they share, by whichever asks first (any other waits on a file lock)."""
     if worker_id == "master":  # plain `pytest`, no workers
         return _run_smoke(tmp_path_factory.mktemp("smoke"))
     shared = tmp_path_factory.getbasetemp().parent

@@ -3,18 +3,15 @@
 
 import json
 import math
-import os
 import re
 import shutil
-import subprocess
-import sys
 
 from pathlib import Path
 
 import pandas as pd
 import pytest
 import yaml
-from conftest import copy_project, snakemake
+from conftest import copy_project, python_in, snakemake
 
 from rnnrepro import grid
 from rnnrepro.analysis.claims import (HELD, NOT_HELD, NOT_TESTED, ClaimError, cases, check_claims, check_holds,
@@ -218,12 +215,6 @@ def test_table1_claims_are_not_testable_at_the_reduced_budget(studies):
 
 
 # --- recorded runs ----------------------------------------------------------------------------------
-
-def python_in(project, *args, **kwargs) -> subprocess.CompletedProcess:
-    env = {**os.environ, "PYTHONPATH": str(project / "src")}
-    return subprocess.run([sys.executable, *args], cwd=project, capture_output=True, text=True, env=env,
-                          timeout=900, **kwargs)
-
 
 # FIXTURE numbers: hand-written test perplexities of the reduced PRU dropout artifact's four cells.
 # They were produced by no run and exist only in a temporary directory, to test the mechanism.

@@ -4,7 +4,6 @@ through a cut-down smoke grid of one word-level and one character-level study.""
 
 from __future__ import annotations
 
-import copy
 import shutil
 
 import pandas as pd

@@ -329,25 +329,19 @@ LRN_TARGETS = ["results/tables/lrn_lm.csv", "results/figures/lrn_lm.png", "resul
                "results/figures/lrn_speed.png", "results/tables/lrn_unfolded.csv", "results/figures/lrn_unfolded.png"]
 
 
-@pytest.fixture(scope="module")
-def lrn_smoke(smoke_project):
-    """The session's smoke run of every study (tests/conftest.py), which includes the lrn targets."""
-    return smoke_project
-
-
 @pytest.mark.slow
-def test_smoke_artifacts_exist_with_every_stage(lrn_smoke):
+def test_smoke_artifacts_exist_with_every_stage(smoke_project):
     for target in LRN_TARGETS:
-        assert (lrn_smoke / target).stat().st_size > 0, target
-    lm = pd.read_csv(lrn_smoke / "results/tables/lrn_lm.csv")
+        assert (smoke_project / target).stat().st_size > 0, target
+    lm = pd.read_csv(smoke_project / "results/tables/lrn_lm.csv")
     assert set(lm["stage"]) == {"base", "finetune", "dynamic"} and set(lm["corpus"]) == {"synth_ptb"}
     assert lm[["val_ppl", "test_ppl"]].notna().all().all() and lm["paper_test_ppl"].notna().all()
     assert (lm["weight_drop"] == "as released (none)").all()
-    speed = pd.read_csv(lrn_smoke / "results/tables/lrn_speed.csv")
+    speed = pd.read_csv(smoke_project / "results/tables/lrn_speed.csv")
     assert list(speed["model"]) == CELLS and speed.loc[0, "lm_ratio"] == 1.0
     assert speed["paper_snli_ratio"].round(3).tolist() == [1.0, 0.935, 0.802, 0.985, 0.798]
-    unfolded = pd.read_csv(lrn_smoke / "results/tables/lrn_unfolded.csv")
+    unfolded = pd.read_csv(smoke_project / "results/tables/lrn_unfolded.csv")
     assert set(unfolded["activation"]) == {"identity", "tanh"}
     assert unfolded["weight_to_last"].between(0, 1).all()
-    speed_json = json.loads((lrn_smoke / "results/speed/lrn.json").read_text())
+    speed_json = json.loads((smoke_project / "results/speed/lrn.json").read_text())
     assert speed_json["batch_size"] == 4   # the smoke budget's shapes reached the benchmark

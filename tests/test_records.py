@@ -2,14 +2,11 @@
 scorecard on any machine. The mechanism itself is tested on hand-written fixtures in test_claims.py;
 this checks the real records stay renderable as the notebooks and study files change."""
 
-import os
 import shutil
-import subprocess
-import sys
 
 import pandas as pd
 import pytest
-from conftest import copy_project
+from conftest import copy_project, python_in
 
 from rnnrepro.configuration import REPO_ROOT, load_study
 
@@ -20,9 +17,7 @@ RECORDED_BUDGETS = sorted(p.name for p in (REPO_ROOT / "records").iterdir() if p
 def test_recorded_runs_render_into_tables_and_the_scorecard(budget, tmp_path):
     project = copy_project(tmp_path)
     shutil.copytree(REPO_ROOT / "records", project / "records")
-    result = subprocess.run([sys.executable, "-m", "rnnrepro.records", "render", "--budget", budget], cwd=project,
-                            capture_output=True, text=True, timeout=900,
-                            env={**os.environ, "PYTHONPATH": str(project / "src")})
+    result = python_in(project, "-m", "rnnrepro.records", "render", "--budget", budget)
     assert result.returncode == 0, result.stdout + result.stderr[-3000:]
     status = dict(line.split(None, 1) for line in result.stdout.strip().splitlines())
     rendered = [key for key, state in status.items() if state == "rendered" and key != "claims"]

@@ -14,7 +14,6 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-import yaml
 from conftest import BIN, TIMING_KEYS, copy_project, numbers, snakemake
 
 import slurm_cluster
@@ -27,9 +26,9 @@ if UNAVAILABLE:
     warnings.warn(f"SLURM tests skipped: {UNAVAILABLE}")  # shows in pytest's summary without -rs
 pytestmark = [pytest.mark.slow, pytest.mark.skipif(UNAVAILABLE is not None, reason=str(UNAVAILABLE))]
 
-# The smoke budget, as profiles/smoke sets it.
-SMOKE_CONFIG = [f"{key}={value}" for key, value in
-                yaml.safe_load((REPO_ROOT / "profiles" / "smoke" / "run-config.yaml").read_text()).items()]
+# The smoke budget, as profiles/smoke sets it: its settings, and as `--config` words.
+SMOKE_SETTINGS = load_yaml(REPO_ROOT / "profiles" / "smoke" / "run-config.yaml")
+SMOKE_CONFIG = [f"{key}={value}" for key, value in SMOKE_SETTINGS.items()]
 # The grid that goes through SLURM whole: the smallest study's (3 cells, 2 notebooks). Every study's
 # jobs are the same three rules, so the others would repeat minutes of the local smoke run to show
 # nothing more. The interrupted cell is PRU Table 1's g=4 cell on PTB's stand-in: its smoke epochs (about
@@ -45,8 +44,7 @@ TO_COMPARE: dict[str, tuple[Path, list[str], list[str]]] = {}
 
 def smoke_run_config() -> dict:
     """config/config.yaml with profiles/smoke's settings over it: the smoke run's run config."""
-    return {**load_yaml(REPO_ROOT / "config" / "config.yaml"),
-            **yaml.safe_load((REPO_ROOT / "profiles" / "smoke" / "run-config.yaml").read_text())}
+    return {**load_yaml(REPO_ROOT / "config" / "config.yaml"), **SMOKE_SETTINGS}
 
 
 @pytest.fixture(scope="module")
