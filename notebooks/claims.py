@@ -12,14 +12,17 @@
 # # The claims scorecard
 #
 # Every claim each study file lists under `claims:` (docs/claims.md), checked against the study's
-# artifact tables: `held`, `not held` or `not tested` (with the reason: synthetic data, a budget that
-# cannot answer the claim and the GPU-hours that would, or a row the budget leaves out), beside the
-# paper's numbers, the budget, the data and the seeds. `paper_check` is the same check on the paper's
-# own numbers.
+# artifact tables: `held`, `not held` or `inconclusive` by the seed rule (held when every seed of a row
+# beats every seed of the row it is compared with; docs/claims.md), or `not tested` (with the reason:
+# synthetic data, a budget that cannot answer the claim and the GPU-hours that would, a row the budget
+# leaves out, a table that could not be built), beside the paper's numbers, the mean difference and
+# seed-to-seed spread, the models' scale against the paper's, the budget, the data and the seeds.
+# `paper_check` is the same check on the paper's own numbers.
 
 # %% tags=["parameters"]
 run_config = {"budget": "paper", "seeds": [1111], "studies": ["pru"]}
 table_files = []
+unrendered = {}  # table -> why it could not be built (rendering from recorded runs)
 tables = ["results/tables/claims.csv"]
 figures = ["results/figures/claims.png"]
 
@@ -30,14 +33,14 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 import pandas as pd
 
-from rnnrepro.analysis.claims import HELD, NOT_HELD, NOT_TESTED, scorecard
+from rnnrepro.analysis.claims import HELD, INCONCLUSIVE, NOT_HELD, NOT_TESTED, scorecard
 from rnnrepro.configuration import load_study
 
 studies = {name: load_study(name) for name in run_config["studies"]}
-card = scorecard(studies, run_config, table_files)
+card = scorecard(studies, run_config, table_files, unrendered)
 card.to_csv(tables[0], index=False)
 pd.set_option("display.max_colwidth", 80)
-card[["study", "claim", "paper", "ours", "verdict", "reason", "paper_check"]]
+card[["study", "claim", "paper", "ours", "verdict", "reason", "difference", "spread", "scale", "paper_check"]]
 
 # %% [markdown]
 # Verdicts per study (not tested split by its reason).
@@ -53,7 +56,7 @@ def kind(row) -> str:
     return "not tested: no result"
 
 
-colours = {HELD: "tab:green", NOT_HELD: "tab:red", "not tested: synthetic data": "0.75",
+colours = {HELD: "tab:green", NOT_HELD: "tab:red", INCONCLUSIVE: "tab:olive", "not tested: synthetic data": "0.75",
            "not tested: needs a larger budget": "tab:orange", "not tested: no result": "0.45"}
 counts = (card.assign(kind=[kind(r) for r in card.itertuples()])
           .groupby(["study", "kind"]).size().unstack(fill_value=0)

@@ -69,7 +69,7 @@ plt.show()
 EXAMPLES, CHARS = 3, 48
 models = study_config["artifacts"][artifact]["models"]
 first_seed = cells.sort_values("seed").drop_duplicates("model").set_index("model")
-run_dirs = {model: Path(grid.Cell(study, cell.corpus, model, cell.fraction, cell.seed).run_dir)
+run_dirs = {model: Path(grid.Cell(study, cell.corpus, model, cell.fraction, cell.seed, cell.budget).run_dir)
             for model, cell in first_seed.iterrows()}
 predictions = {model: example_predictions(run_dirs[model] / "model.pt", EXAMPLES, CHARS) for model in models}
 fig, axes = plt.subplots(EXAMPLES, 1, figsize=(CHARS * 0.3, EXAMPLES * (1 + len(models)) * 0.9))

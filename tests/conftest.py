@@ -111,9 +111,10 @@ def python_in(project: Path, *args: str, **kwargs) -> subprocess.CompletedProces
 
 
 def train_cli(run_dir: Path, cfg: dict, **popen) -> subprocess.Popen:
-    """`python -m rnnrepro.train` on one resolved cell config, in the background."""
+    """`python -m rnnrepro.train` on one resolved cell config, in the background, on one CPU thread."""
     return subprocess.Popen([sys.executable, "-m", "rnnrepro.train", "--run-dir", str(run_dir),
-                             "--config", json.dumps(cfg)], stderr=subprocess.PIPE, text=True, **popen)
+                             "--config", json.dumps(cfg), "--device", "cpu", "--threads", "1"],
+                            stderr=subprocess.PIPE, text=True, **popen)
 
 
 def finished(proc: subprocess.Popen) -> tuple[int, str]:

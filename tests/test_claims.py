@@ -14,8 +14,8 @@ import yaml
 from conftest import copy_project, python_in, snakemake
 
 from rnnrepro import grid
-from rnnrepro.analysis.claims import (HELD, NOT_HELD, NOT_TESTED, ClaimError, cases, check_claims, check_holds,
-                                      evaluate_study, scorecard)
+from rnnrepro.analysis.claims import (HELD, INCONCLUSIVE, NOT_HELD, NOT_TESTED, ClaimError, cases, check_claims,
+                                      check_holds, evaluate_study, scorecard, seed_verdict)
 from rnnrepro.configuration import ConfigError, load_run_config, load_study, load_yaml, REPO_ROOT
 
 
@@ -28,7 +28,7 @@ def toy_study(**claim_fields) -> dict:
         "study": "toy",
         "artifacts": {"t": {"notebook": "notebooks/t.py", "datasets": ["ptb", "wt2"], "models": ["a", "b", "c"],
                             "fractions": [100], "tables": ["toy_t"], "figures": []}},
-        "budgets": {"paper": {"gpu_hours": 12}, "reduced": {"gpu_hours": 1},
+        "budgets": {"paper": {"gpu_hours": 12}, "reduced": {"gpu_hours": 1}, "cpu": {"cpu_hours": 2},
                     "smoke": {"datasets": {"ptb": "synth_ptb", "wt2": "synth_wt2"}}},
         "claims": [claim],
     }
@@ -112,6 +112,62 @@ def test_closer_to_paper():
 ])
 def test_check_kinds(kind, values, holds):
     assert check_holds(kind, values) is holds
+
+
+@pytest.mark.parametrize("kind, samples, verdict", [
+    # every seed of a below every seed of b: held; every one above: not held; overlapping: inconclusive
+    ("less_than", [[60.1, 60.5, 61.0], [62.0, 62.2, 63.0]], HELD),
+    ("less_than", [[64.0, 64.5, 65.0], [62.0, 62.2, 63.0]], NOT_HELD),
+    ("less_than", [[60.0, 62.5, 61.0], [62.0, 62.2, 63.0]], INCONCLUSIVE),
+    ("greater_than", [[3.0, 3.1], [1.0, 2.9]], HELD),
+    # chains: every needed pair must go the claimed way; one pair the other way is enough to fail
+    ("decreasing", [[9.0, 9.5], [7.0, 8.0], [5.0, 6.0]], HELD),
+    ("decreasing", [[9.0, 9.5], [7.0, 8.0], [7.5, 8.5]], INCONCLUSIVE),
+    ("decreasing", [[9.0, 9.5], [7.0, 8.0], [8.5, 8.6]], NOT_HELD),
+    ("lowest", [[1.0, 1.1], [2.0, 2.5], [1.05, 3.0]], INCONCLUSIVE),
+    ("lowest", [[1.0, 1.1], [2.0, 2.5], [0.5, 0.9]], NOT_HELD),
+    ("highest", [[5.0, 5.1], [2.0, 2.5], [4.0, 4.9]], HELD),
+    # one seed each: the two numbers decide (a tie holds nothing)
+    ("less_than", [[1.0], [2.0]], HELD), ("less_than", [[2.0], [2.0]], INCONCLUSIVE),
+])
+def test_seed_rule(kind, samples, verdict):
+    assert seed_verdict(kind, samples) == verdict
+
+
+def seeded_table(a: list[float], b: list[float]) -> pd.DataFrame:
+    """A summary table as the notebooks write it: the mean, the per-seed values (<value>_samples)."""
+    return pd.DataFrame([
+        {"dataset": dataset, "model": model, "test_ppl": sum(values) / len(values),
+         "test_ppl_samples": ";".join(map(repr, values)), "paper_test_ppl": paper}
+        for dataset in ("ptb", "wt2") for model, values, paper in (("a", a, 62.0), ("b", b, 66.0))])
+
+
+def test_verdicts_with_seeds_show_the_difference_and_the_spread():
+    result = verdicts(toy_study(), "cpu", seeded_table([60.0, 61.0, 62.0], [63.0, 64.0, 65.0]))
+    row = result["a_beats_b[dataset=ptb]"]
+    assert row["verdict"] == HELD and row["samples"] == "3 v 3"
+    assert "3 seeds per row" in row["reason"] and row["ours"] == "a 61; b 64"
+    assert row["difference"] == "-3" and row["spread"] == pytest.approx(1.0)
+    overlapping = verdicts(toy_study(), "cpu", seeded_table([60.0, 63.5, 62.0], [63.0, 64.0, 65.0]))
+    assert overlapping["a_beats_b[dataset=ptb]"]["verdict"] == INCONCLUSIVE
+    assert "within their seed-to-seed spread" in overlapping["a_beats_b[dataset=ptb]"]["reason"]
+    reversed_ = verdicts(toy_study(), "cpu", seeded_table([66.0, 67.0, 68.0], [63.0, 64.0, 65.0]))
+    assert reversed_["a_beats_b[dataset=ptb]"]["verdict"] == NOT_HELD
+
+
+def test_one_seed_says_so():
+    row = verdicts(toy_study(), "reduced", toy_table())["a_beats_b[dataset=ptb]"]
+    assert row["verdict"] == HELD and "(1 seed)" in row["reason"] and row["samples"] == "1 v 1"
+    assert math.isnan(row["spread"])
+
+
+def test_tables_with_one_row_per_seed_give_their_seeds():
+    """A table with a row per seed (the LRN LM table) compares the seeds of each selected row."""
+    table = pd.concat([toy_table().assign(seed=1111), toy_table(a_ptb=61.0).assign(seed=1112),
+                       toy_table(a_ptb=70.0).assign(seed=1113)])
+    row = verdicts(toy_study(), "cpu", table)["a_beats_b[dataset=ptb]"]
+    # a: 60, 61, 70; b: 66 in every seed -> a's 70 is above b's 66: inconclusive
+    assert row["verdict"] == INCONCLUSIVE and row["samples"] == "3 v 3"
 
 
 def test_rows_that_disagree_are_an_error_naming_the_claim():
@@ -222,14 +278,14 @@ FIXTURE_TEST_PPL = {("ptb", "lstm_m1000"): 150.0, ("ptb", "lstm_m1000_do04"): 14
                     ("wt2", "lstm_m1000"): 170.0, ("wt2", "lstm_m1000_do04"): 165.0}
 
 
-def write_fixture_run(results: Path, budget: str, dataset: str, model: str, test_ppl: float) -> Path:
+def write_fixture_run(project: Path, budget: str, dataset: str, model: str, test_ppl: float) -> Path:
     """A run folder as rnnrepro.train leaves it (config.json resolved by the grid; hand-written FIXTURE
     history and metrics; a model.pt and a checkpoint that records must not keep)."""
     study = load_study("pru")
     config = load_run_config({**load_yaml(REPO_ROOT / "config/config.yaml"), "budget": budget})
     corpus = grid.corpus_for(study, config, dataset)
-    cell = grid.Cell("pru", corpus, model, 100, 1111)
-    run_dir = results / cell.run_dir.removeprefix("results/")
+    cell = grid.Cell("pru", corpus, model, 100, 1111, budget)
+    run_dir = project / cell.run_dir
     run_dir.mkdir(parents=True)
     (run_dir / "config.json").write_text(json.dumps(grid.resolve_cell(study, config, cell)))
     (run_dir / "history.csv").write_text("epoch,train_loss,val_loss\n1,6.0,5.5\n")
@@ -252,15 +308,15 @@ def recorded(tmp_path_factory):
     config["studies"] = ["pru"]  # render one study (quicker); the others are the same code path
     (project / "config/config.yaml").write_text(yaml.safe_dump(config))
     for (dataset, model), ppl in FIXTURE_TEST_PPL.items():
-        write_fixture_run(project / "results", "reduced", dataset, model, ppl)
-    write_fixture_run(project / "results", "smoke", "ptb", "lstm_m1000", 300.0)
+        write_fixture_run(project, "reduced", dataset, model, ppl)
+    write_fixture_run(project, "smoke", "ptb", "lstm_m1000", 300.0)
     # an evaluation's output beside one run, and speed results of two budgets (FIXTURE content)
-    run_dir = next((project / "results/runs/pru").glob("ptb/lstm_m1000/frac100/seed1111"))
+    run_dir = project / "results/reduced/runs/pru/ptb/lstm_m1000/frac100/seed1111"
     (run_dir / "dynamic_eval.json").write_text(json.dumps({"fixture": "not a run", "budget": "reduced"}))
-    speed = project / "results/speed"
-    speed.mkdir(parents=True)
-    (speed / "lrn.json").write_text(json.dumps({"fixture": "not a run", "budget": "reduced", "rows": []}))
-    (speed / "nlstm.json").write_text(json.dumps({"fixture": "not a run", "budget": "smoke", "rows": []}))
+    for budget, tree in (("reduced", "results/reduced"), ("smoke", "results")):
+        (project / tree / "speed").mkdir(parents=True)
+        (project / tree / "speed/lrn.json").write_text(json.dumps({"fixture": "not a run", "budget": budget,
+                                                                   "rows": []}))
     packed = python_in(project, "-m", "rnnrepro.records", "pack")
     assert packed.returncode == 0, packed.stderr
     # the synthetic-data (smoke) run and speed result are not records
@@ -270,49 +326,81 @@ def recorded(tmp_path_factory):
 
 
 def test_records_hold_only_the_small_files(recorded):
-    runs = recorded / "records/reduced/results/runs/pru"
+    runs = recorded / "records/reduced/runs/pru"
     assert len(list(runs.glob("*/*/frac100/seed1111/metrics.json"))) == 4
     assert {p.name for p in runs.glob("**/*") if p.is_file()} == {"config.json", "history.csv", "metrics.json",
                                                                    "dynamic_eval.json"}
     assert [p.name for p in runs.glob("**/dynamic_eval.json")] == ["dynamic_eval.json"]
-    assert [p.name for p in (recorded / "records/reduced/results/speed").iterdir()] == ["lrn.json"]
+    assert [p.name for p in (recorded / "records/reduced/speed").iterdir()] == ["lrn.json"]
     assert not (recorded / "records/smoke").exists()
-
-
-def test_a_speed_result_without_its_budget_is_not_recorded(tmp_path):
-    (tmp_path / "results/runs").mkdir(parents=True)
-    (tmp_path / "results/speed").mkdir()
-    (tmp_path / "results/speed/lrn.json").write_text(json.dumps({"rows": []}))
-    result = python_in(tmp_path, "-m", "rnnrepro.records", "pack")
-    assert result.returncode == 1
-    assert "results/speed/lrn.json does not say its budget" in result.stderr and "rerun its speed rule" in result.stderr
 
 
 def test_render_from_records_without_training(recorded):
     result = python_in(recorded, "-m", "rnnrepro.records", "render", "--budget", "reduced")
     assert result.returncode == 0, result.stdout + result.stderr
-    status = dict(line.split(None, 1) for line in result.stdout.strip().splitlines())
-    assert status["pru/dropout"] == "rendered"
-    assert status["pru/table1"].startswith("not rendered: ") and "recorded files missing" in status["pru/table1"]
+    status = render_status(result)
+    assert status["reduced:pru/dropout"] == "rendered"
+    assert status["reduced:pru/table1"].startswith("not rendered: ") and "not recorded" in status["reduced:pru/table1"]
     # an artifact that reads evaluation outputs is rendered from records too, once they are all there
-    assert re.fullmatch(r"not rendered: 2 of 4 recorded files missing \(e\.g\. .*pru_g4_k2_m1400.*\)",
-                        status["pru/dynamic_eval"]), status["pru/dynamic_eval"]
-    assert status["claims"] == "rendered"
-    table = pd.read_csv(recorded / "results/tables/pru_dropout.csv")
+    assert re.fullmatch(r"not rendered: 2 of its 4 records are missing or unusable, e\.g\. .*pru_g4_k2_m1400.*",
+                        status["reduced:pru/dynamic_eval"]), status["reduced:pru/dynamic_eval"]
+    assert status["reduced:claims"] == "rendered"
+    tree = recorded / "results/reduced"
+    table = pd.read_csv(tree / "tables/pru_dropout.csv")
     assert {(r.dataset, r.model): r.test_ppl for r in table.itertuples()} == pytest.approx(FIXTURE_TEST_PPL)
     assert set(table["dropout"]) == {0.4, 0.5} and (table["budget"] == "reduced").all()
-    assert (recorded / "results/figures/pru_dropout.png").stat().st_size > 0
-    card = pd.read_csv(recorded / "results/tables/claims.csv")
+    assert (tree / "figures/pru_dropout.png").stat().st_size > 0
+    card = pd.read_csv(tree / "tables/claims.csv")
     dropout = card[card["table"] == "pru_dropout"]
     assert len(dropout) == 4 and (dropout["data"] == "real").all() and (dropout["budget"] == "reduced").all()
     assert dropout["reason"].str.startswith("not testable at this budget (reduced)").all()
+    # the true reason a table is missing: which record
+    assert card[card["table"] == "pru_table1"]["reason"].str.startswith("not rendered from records: ").all()
     assert card[card["table"] == "pru_table1"]["reason"].str.contains("not recorded").all()
-    assert (recorded / "results/figures/claims.png").exists()
+    assert (tree / "figures/claims.png").exists()
+    assert (recorded / "results/claims_by_budget.png").exists()
+
+
+def render_status(result) -> dict:
+    return dict(line.split(None, 1) for line in result.stdout.strip().splitlines())
+
+
+def test_a_render_refreshes_what_an_earlier_render_wrote(recorded):
+    """A record changed after a render (a cell recorded again) replaces the copy that render restored."""
+    record = recorded / "records/reduced/runs/pru/ptb/lstm_m1000_do04/frac100/seed1111/metrics.json"
+    original = record.read_text()
+    assert python_in(recorded, "-m", "rnnrepro.records", "render", "--budget", "reduced").returncode == 0
+    try:
+        record.write_text(json.dumps({**json.loads(original), "test_ppl": 141.0}))
+        result = python_in(recorded, "-m", "rnnrepro.records", "render", "--budget", "reduced")
+        assert result.returncode == 0, result.stderr
+        table = pd.read_csv(recorded / "results/reduced/tables/pru_dropout.csv").set_index(["dataset", "model"])
+        assert table.loc[("ptb", "lstm_m1000_do04"), "test_ppl"] == 141.0
+    finally:
+        record.write_text(original)
+
+
+def test_a_stale_record_is_not_rendered(recorded):
+    """A record whose config.json is not what the study file resolves now (the recipe changed) is stale."""
+    config_file = recorded / "records/reduced/runs/pru/wt2/lstm_m1000/frac100/seed1111/config.json"
+    original = config_file.read_text()
+    config = json.loads(original)
+    config["recipe"]["lr"] = 20.0
+    config_file.write_text(json.dumps(config))
+    try:
+        result = python_in(recorded, "-m", "rnnrepro.records", "render", "--budget", "reduced")
+        assert result.returncode == 0, result.stderr
+        status = render_status(result)["reduced:pru/dropout"]
+        assert "stale record (the study file changed: recipe.lr 20.0 -> 30.0)" in status, status
+        card = pd.read_csv(recorded / "results/reduced/tables/claims.csv")
+        assert card[card["table"] == "pru_dropout"]["reason"].str.contains("stale").all()
+    finally:
+        config_file.write_text(original)
 
 
 def test_render_never_overwrites_a_different_run(recorded):
-    metrics = next((recorded / "records/reduced/results/runs").glob("**/metrics.json"))
-    target = recorded / "results/runs" / metrics.relative_to(recorded / "records/reduced/results/runs")
+    metrics = next((recorded / "records/reduced/runs").glob("**/metrics.json"))
+    target = recorded / "results/reduced/runs" / metrics.relative_to(recorded / "records/reduced/runs")
     target.parent.mkdir(parents=True, exist_ok=True)
     original = target.read_text() if target.exists() else None
     target.write_text(json.dumps({**json.loads(metrics.read_text()), "test_ppl": 1.0}))
@@ -320,6 +408,7 @@ def test_render_never_overwrites_a_different_run(recorded):
         result = python_in(recorded, "-m", "rnnrepro.records", "render", "--budget", "reduced")
         assert result.returncode == 1
         assert f"{target.relative_to(recorded)} differs from its record" in result.stderr
+        assert "was not written by an earlier render" in result.stderr
     finally:
         if original is None:
             target.unlink()
@@ -333,10 +422,21 @@ def test_render_of_an_unrecorded_budget_says_which_exist(recorded):
     assert "no recorded runs for budget 'paper'" in result.stderr and "recorded budgets: reduced" in result.stderr
 
 
+@pytest.mark.parametrize("budget", ["paper", "reduced"])
+def test_budgets_have_their_own_results(budget):
+    """Two budgets on one corpus never share a run folder, a table or a speed result: results/<budget>/."""
+    study = load_study("pru")
+    config = load_run_config({**load_yaml(REPO_ROOT / "config/config.yaml"), "budget": budget})
+    cells = grid.artifact_cells(study, config, "table1")
+    assert all(cell.run_dir.startswith(f"results/{budget}/runs/pru/") for cell in cells)
+    smoke = load_run_config({**config, "budget": "smoke"})
+    assert all(cell.run_dir.startswith("results/runs/pru/synth_") for cell in grid.artifact_cells(study, smoke, "table1"))
+
+
 @pytest.mark.parametrize("budget", ["paper", "reduced", "smoke"])
 def test_dry_run_plans_the_scorecard(tmp_path_factory, budget):
     project = copy_project(tmp_path_factory.mktemp(f"dry_{budget}"))
-    result = snakemake(project, "-n", "results/tables/claims.csv", "--config", f"budget={budget}")
+    result = snakemake(project, "-n", f"{grid.results_dir(budget)}/tables/claims.csv", "--config", f"budget={budget}")
     assert result.returncode == 0, result.stderr[-3000:]
     out = result.stdout + result.stderr
     assert "rule claims:" in out and "notebook_pru_table1" in out and "notebook_lru_accuracy" in out

@@ -69,11 +69,11 @@ def test_table1_grid_paper_budget(run_config, pru):
     cells = grid.artifact_cells(pru, run_config, "table1")
     assert len(cells) == 2 * 10
     assert {c.corpus for c in cells} == {"ptb", "wt2"}
-    assert cells[0].run_dir == "results/runs/pru/ptb/lstm_m1000/frac100/seed1111"
+    assert cells[0].run_dir == "results/paper/runs/pru/ptb/lstm_m1000/frac100/seed1111"
 
 
 def test_resolved_cell_follows_recipe_dataset_and_budget(run_config, pru):
-    cell = grid.Cell("pru", "wt2", "awd_pru_g4_k2_m1400", 100, 1111)
+    cell = grid.Cell("pru", "wt2", "awd_pru_g4_k2_m1400", 100, 1111, run_config["budget"])
     resolved = validate_cell_config(grid.resolve_cell(pru, run_config, cell), "test")
     assert resolved["recipe"]["batch_size"] == 80          # AWD-LSTM's WT-2 command
     assert resolved["recipe"]["dropout_input"] == 0.65
@@ -81,7 +81,7 @@ def test_resolved_cell_follows_recipe_dataset_and_budget(run_config, pru):
     assert resolved["data"]["train_file"] == "data/processed/wt2/train.txt"
 
     smoke = dict(run_config, budget="smoke")
-    cell = grid.Cell("pru", "synth_wt2", "awd_pru_g4_k2_m1400", 100, 1111)
+    cell = grid.Cell("pru", "synth_wt2", "awd_pru_g4_k2_m1400", 100, 1111, "smoke")
     resolved = grid.resolve_cell(pru, smoke, cell)
     assert resolved["dataset"] == "wt2" and resolved["corpus"] == "synth_wt2"
     assert resolved["recipe"]["batch_size"] == 16             # the budget wins over the dataset
@@ -90,9 +90,9 @@ def test_resolved_cell_follows_recipe_dataset_and_budget(run_config, pru):
 
 
 def test_finetune_cell_points_at_its_parent(run_config, pru):
-    cell = grid.Cell("pru", "ptb", "awd_pru_g4_k2_m1400_ft", 100, 7)
+    cell = grid.Cell("pru", "ptb", "awd_pru_g4_k2_m1400_ft", 100, 7, run_config["budget"])
     resolved = grid.resolve_cell(pru, run_config, cell)
-    assert resolved["init_from"] == "results/runs/pru/ptb/awd_pru_g4_k2_m1400/frac100/seed7/model.pt"
+    assert resolved["init_from"] == "results/paper/runs/pru/ptb/awd_pru_g4_k2_m1400/frac100/seed7/model.pt"
     assert resolved["recipe"]["optimizer"] == "asgd" and resolved["recipe"]["stop_on_nonmono"]
 
 
@@ -102,7 +102,7 @@ def test_fraction_files():
 
 
 def test_cell_config_rejects_bad_recipe(run_config, pru):
-    resolved = grid.resolve_cell(pru, run_config, grid.Cell("pru", "ptb", "lstm_m1000", 100, 1))
+    resolved = grid.resolve_cell(pru, run_config, grid.Cell("pru", "ptb", "lstm_m1000", 100, 1, run_config["budget"]))
     resolved["recipe"]["lr"] = -1
     with pytest.raises(ConfigError, match=r"recipe.key 'lr'"):
         validate_cell_config(resolved, "cell")
@@ -157,7 +157,7 @@ def test_snakemake_reads_command_line_values_and_keeps_the_smoke_profile(tmp_pat
     assert planned.returncode == 0, planned.stderr[-3000:]
     raw = set(re.findall(r"output: (data/raw/[^/\s]+)/", planned.stdout))
     assert raw and all(path.startswith("data/raw/synth_") for path in raw), raw
-    refused = snakemake(project, "-n", "results/tables/pru_table1.csv", "--config", "seeds=[1111,x]")
+    refused = snakemake(project, "-n", "results/paper/tables/pru_table1.csv", "--config", "seeds=[1111,x]")
     assert refused.returncode != 0 and "the command line (--config seeds=" in refused.stdout + refused.stderr
 
 
@@ -234,7 +234,7 @@ def test_snakemake_stops_on_a_bad_cell_option_before_any_job(tmp_path):
     text = study.read_text()
     assert "cell_options: {groups: 4, levels: 2}" in text
     study.write_text(text.replace("cell_options: {groups: 4, levels: 2}", "cell_options: {groups: 4, levles: 2}", 1))
-    planned = snakemake(project, "-n", "results/tables/pru_table1.csv")
+    planned = snakemake(project, "-n", "results/paper/tables/pru_table1.csv")
     output = planned.stdout + planned.stderr
     assert planned.returncode != 0
     assert f"{study} is invalid" in output and "unknown option 'levles'" in output

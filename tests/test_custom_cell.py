@@ -140,9 +140,9 @@ def test_the_example_joins_each_study_at_the_baselines_footing(custom):
     # LRU: sized to the same parameter budget as its baselines, within 1 %
     arch = grid.architecture(lru, config, "mgu", "synth_char_small")
     assert arch["param_budget"] == grid.architecture(lru, config, "gru_24m", "synth_char_small")["param_budget"]
-    assert grid.resolve_cell(lru, config, grid.Cell("lru", "synth_char_small-ptb_char", "mgu", 100, 1111))[
+    assert grid.resolve_cell(lru, config, grid.Cell("lru", "synth_char_small-ptb_char", "mgu", 100, 1111, "smoke"))[
         "recipe"] == grid.resolve_cell(lru, config, grid.Cell("lru", "synth_char_small-ptb_char", "gru_24m", 100,
-                                                               1111))["recipe"]
+                                                               1111, "smoke"))["recipe"]
     # the study files themselves are untouched without the config file
     assert "mgu" not in load_study("lru", custom_cells={})["models"]
 

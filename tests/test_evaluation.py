@@ -342,7 +342,8 @@ def trained_cell(tmp_path: Path) -> Path:
 
 def evaluation_cli(run_dir: Path, spec: dict, output: Path) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "rnnrepro.evaluation", "--run-dir", str(run_dir), "--name",
-                           spec.get("name", "x"), "--config", json.dumps(spec), "--output", str(output)],
+                           spec.get("name", "x"), "--config", json.dumps(spec), "--output", str(output),
+                           "--device", "cpu", "--threads", "1"],
                           capture_output=True, text=True, timeout=300)
 
 
@@ -356,7 +357,7 @@ def test_cli_runs_each_method_over_a_run_folder(tmp_path):
         "saliency": {"method": "saliency", "split": "test", "sequences": 2, "length": 5},
     }
     for name, settings in specs.items():
-        result = evaluation_cli(run_dir, {"name": name, **settings, "device": "cpu", "threads": 1},
+        result = evaluation_cli(run_dir, {"name": name, **settings},
                                 run_dir / f"{name}.json")
         assert result.returncode == 0, result.stderr
     out = json.loads((run_dir / "dynamic_eval.json").read_text())
@@ -365,8 +366,7 @@ def test_cli_runs_each_method_over_a_run_folder(tmp_path):
         assert out[f"static_{split}_ppl"] == pytest.approx(math.exp(out[f"static_{split}_loss"]))
     assert json.loads((run_dir / "entropy.json").read_text())["streams"] == 3
     # One given pair: used as is, no tuning pass.
-    fixed = {"name": "dynamic_eval", **specs["dynamic_eval"], "lr": [1e-2], "splits": ["test"], "device": "cpu",
-             "threads": 1}
+    fixed = {"name": "dynamic_eval", **specs["dynamic_eval"], "lr": [1e-2], "splits": ["test"]}
     assert evaluation_cli(run_dir, fixed, run_dir / "fixed.json").returncode == 0
     out = json.loads((run_dir / "fixed.json").read_text())
     assert (out["grid"], out["tune_tokens"], out["lr"]) == ([{"lr": 1e-2, "decay": 1e-3}], 0, 1e-2)
@@ -376,19 +376,19 @@ def test_cli_runs_each_method_over_a_run_folder(tmp_path):
 
 def test_cli_names_bad_settings_and_a_missing_model(tmp_path):
     run_dir = trained_cell(tmp_path)
-    bad = evaluation_cli(run_dir, {"name": "e", "method": "entropy", "split": "valid", "streams": 0, "device": "cpu",
-                                   "threads": 1}, tmp_path / "e.json")
+    bad = evaluation_cli(run_dir, {"name": "e", "method": "entropy", "split": "valid", "streams": 0},
+                         tmp_path / "e.json")
     assert bad.returncode == 1 and "streams" in bad.stderr and not (tmp_path / "e.json").exists()
     (run_dir / "model.pt").unlink()
-    missing = evaluation_cli(run_dir, {"name": "e", "method": "entropy", "split": "valid", "streams": 2,
-                                       "device": "cpu", "threads": 1}, tmp_path / "e.json")
+    missing = evaluation_cli(run_dir, {"name": "e", "method": "entropy", "split": "valid", "streams": 2},
+                             tmp_path / "e.json")
     assert missing.returncode == 1 and "model.pt not found: train the cell first" in missing.stderr
 
 
 def test_paper_budget_dry_run_lists_every_evaluation(tmp_path):
     project = copy_project(tmp_path)
-    result = snakemake(project, "-n", "results/tables/pru_dynamic_eval.csv",
-                       "results/tables/pru_fig3.csv", "results/tables/pru_saliency.csv")
+    result = snakemake(project, "-n", "results/paper/tables/pru_dynamic_eval.csv",
+                       "results/paper/tables/pru_fig3.csv", "results/paper/tables/pru_saliency.csv")
     assert result.returncode == 0, result.stderr[-3000:]
     counts = {line.split()[0]: int(line.split()[1]) for line in result.stdout.splitlines()
               if len(line.split()) == 2 and line.split()[1].isdigit()}

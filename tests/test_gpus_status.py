@@ -175,7 +175,7 @@ def tiny_cell(tmp_path_factory):
     prepare("synth_ptb", fetch("synth_ptb", root / "raw"), corpus)
     run_config = yaml.safe_load((REPO_ROOT / "config" / "config.yaml").read_text())
     run_config.update(budget="smoke", device="cpu", threads=1)
-    cfg = grid.resolve_cell(load_study("pru"), run_config, grid.Cell("pru", "synth_ptb", "lstm_m1000", 100, 5))
+    cfg = grid.resolve_cell(load_study("pru"), run_config, grid.Cell("pru", "synth_ptb", "lstm_m1000", 100, 5, "smoke"))
     cfg["data"] = {"dir": str(corpus), "train_file": str(corpus / "train.txt")}
     cfg["architecture"].update(hidden_size=32, embedding_size=16)
     cfg["recipe"]["epochs"] = 2
@@ -209,7 +209,7 @@ OLD = time.time() - 3 * status.RECENT_SECONDS
 
 
 def make_cell(root: Path, model: str, *, metrics=None, log=None, checkpoint=False, old=False) -> Path:
-    cell = grid.Cell("pru", "synth_ptb", model, 100, 1111)
+    cell = grid.Cell("pru", "synth_ptb", model, 100, 1111, "smoke")
     run_dir = root / cell.run_dir
     run_dir.mkdir(parents=True)
     touched = []
@@ -332,7 +332,7 @@ def fake_training_process(root: Path, run_dir: Path) -> subprocess.Popen:
 def test_killed_cell_is_interrupted_not_running(tmp_path):
     """A log written a moment ago but no training process: the cell was killed (SIGKILL, OOM, Ctrl-C)."""
     killed = make_cell(tmp_path, "lstm_m1200", log=EPOCH_1, checkpoint=True)
-    cell = grid.Cell("pru", "synth_ptb", "lstm_m1200", 100, 1111)
+    cell = grid.Cell("pru", "synth_ptb", "lstm_m1200", 100, 1111, "smoke")
 
     def state(snakemake_runs: bool, processes: set) -> status.CellStatus:
         return status.cell_status(tmp_path, cell, "ptb", status.Liveness(set(), processes, snakemake_runs, time.time()))

@@ -42,7 +42,7 @@ def run_config(budget: str) -> dict:
 
 def resolved(study: dict, budget: str, dataset: str, model: str) -> dict:
     config = run_config(budget)
-    cell = grid.Cell("lrn", grid.data_key(study, config, dataset), model, 100, 1111)
+    cell = grid.Cell("lrn", grid.data_key(study, config, dataset), model, 100, 1111, budget)
     return grid.resolve_cell(study, config, cell)
 
 

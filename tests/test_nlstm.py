@@ -140,7 +140,7 @@ def test_a_source_that_is_not_the_published_text_is_refused(tmp_path):
 def paper_cell(model: str) -> dict:
     run_config = yaml.safe_load((REPO_ROOT / "config" / "config.yaml").read_text())
     return grid.resolve_cell(load_study("nlstm"), dict(run_config, budget="paper"),
-                             grid.Cell("nlstm", "text8_autocomplete", model, 100, 1111))
+                             grid.Cell("nlstm", "text8_autocomplete", model, 100, 1111, "paper"))
 
 
 @pytest.mark.parametrize("model, recurrent", [("gru_2x600", 4_323_600), ("lstm_2x600", 5_764_800),
@@ -172,7 +172,7 @@ def smoke_cell(data_dir: Path, model: str = "gru_2x600", **recipe) -> dict:
     run_config = yaml.safe_load((REPO_ROOT / "config" / "config.yaml").read_text())
     run_config.update(budget="smoke", device="cpu", threads=1)
     cfg = grid.resolve_cell(load_study("nlstm"), run_config,
-                            grid.Cell("nlstm", "synth_autocomplete", model, 100, 5))
+                            grid.Cell("nlstm", "synth_autocomplete", model, 100, 5, "smoke"))
     cfg["data"] = {"dir": str(data_dir), "train_file": str(data_dir / "train.txt")}
     cfg["architecture"].update(embedding_size=16, hidden_size=16)
     cfg["recipe"].update(epochs=2, validation_every=5, **recipe)
@@ -243,11 +243,11 @@ def test_nan_loss_stops_with_a_clear_error(synthetic_dir, tmp_path):
 
 def test_paper_dry_run_lists_the_three_cells(tmp_path):
     project = copy_project(tmp_path)
-    result = snakemake(project, "-n", "--config", "budget=paper", "--", "results/tables/nlstm_test.csv",
-                       "results/tables/nlstm_models.csv")
+    result = snakemake(project, "-n", "--config", "budget=paper", "--", "results/paper/tables/nlstm_test.csv",
+                       "results/paper/tables/nlstm_models.csv")
     assert result.returncode == 0, result.stderr
     out = result.stdout + result.stderr
-    planned = set(re.findall(r"results/runs/nlstm/(\w+)/(\w+)/frac100/seed1111/metrics\.json", out))
+    planned = set(re.findall(r"results/paper/runs/nlstm/(\w+)/(\w+)/frac100/seed1111/metrics\.json", out))
     assert planned == {("text8_autocomplete", model) for model in MODELS}
     assert re.search(r"train_cell\s+3\b", out)
     assert "data/raw/text8/text8.zip" in out and "data/processed/text8_autocomplete/train.txt" in out

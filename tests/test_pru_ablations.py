@@ -47,7 +47,7 @@ def run_config(budget: str) -> dict:
 
 def counts(study: dict, model_id: str, budget: str = "paper", corpus: str = "ptb", vocab: int = PTB_VOCAB):
     """(total, recurrent) parameters of the model the training CLI would build for this cell."""
-    cfg = grid.resolve_cell(study, run_config(budget), grid.Cell("pru", corpus, model_id, 100, 1111))
+    cfg = grid.resolve_cell(study, run_config(budget), grid.Cell("pru", corpus, model_id, 100, 1111, budget))
     with torch.device("meta"):
         model = build_model(cfg, vocab)
     return sum(p.numel() for p in model.parameters()), model.recurrent_parameter_count()
@@ -234,11 +234,11 @@ def test_fig4_notebook_tags_real_english(runs, tmp_path):
 
 def test_dry_run_of_the_paper_budget_lists_every_new_cell(tmp_path, study):
     project = copy_project(tmp_path)
-    targets = [f"results/tables/pru_{a}.csv" for a in ARTIFACTS]
+    targets = [f"results/paper/tables/pru_{a}.csv" for a in ARTIFACTS]
     result = snakemake(project, "-n", "--config", "budget=paper", "studies=[pru]", "--", *targets)
     assert result.returncode == 0, result.stderr
     out = result.stdout + result.stderr
-    planned = set(re.findall(r"results/runs/pru/(\w+)/(\w+)/frac100/seed1111/metrics\.json", out))
+    planned = set(re.findall(r"results/paper/runs/pru/(\w+)/(\w+)/frac100/seed1111/metrics\.json", out))
     expected = {(c.corpus, c.model) for a in ARTIFACTS for c in grid.artifact_cells(study, run_config("paper"), a)}
     assert planned == expected and len(planned) == 21 * 2 + 6
     assert re.search(r"train_cell\s+48\b", out)

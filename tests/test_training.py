@@ -40,7 +40,7 @@ def smoke_config(corpus_dir: Path, model: str, hidden_size: int = 32, embedding_
     """The smoke budget's config of a model, narrowed further to keep these tests fast."""
     run_config = yaml.safe_load((REPO_ROOT / "config" / "config.yaml").read_text())
     run_config.update(budget="smoke", device="cpu", threads=1)
-    cfg = grid.resolve_cell(load_study("pru"), run_config, grid.Cell("pru", "synth_ptb", model, 100, 3))
+    cfg = grid.resolve_cell(load_study("pru"), run_config, grid.Cell("pru", "synth_ptb", model, 100, 3, "smoke"))
     cfg["data"] = {"dir": str(corpus_dir), "train_file": str(corpus_dir / "train.txt")}
     cfg["architecture"].update(hidden_size=hidden_size, embedding_size=embedding_size)
     cfg["recipe"].update(recipe)
@@ -127,8 +127,8 @@ def test_initialisation_schemes(tie_weights):
 
 def test_lru_models_use_the_authors_initialisation():
     run_config = yaml.safe_load((REPO_ROOT / "config" / "config.yaml").read_text())
-    lru_cfg = grid.resolve_cell(load_study("lru"), run_config, grid.Cell("lru", "ptb_char", "lru_24m", 100, 1111))
-    pru_cfg = grid.resolve_cell(load_study("pru"), run_config, grid.Cell("pru", "ptb", "lstm_m1000", 100, 1111))
+    lru_cfg = grid.resolve_cell(load_study("lru"), run_config, grid.Cell("lru", "ptb_char", "lru_24m", 100, 1111, "paper"))
+    pru_cfg = grid.resolve_cell(load_study("pru"), run_config, grid.Cell("pru", "ptb", "lstm_m1000", 100, 1111, "paper"))
     assert lru_cfg["architecture"]["init"] == "torch" and lru_cfg["recipe"]["test_every_epoch"]
     assert "init" not in pru_cfg["architecture"] and not pru_cfg["recipe"]["test_every_epoch"]
 
@@ -355,7 +355,7 @@ def test_precision_flows_from_the_run_config(corpus_dir, reference_run):
     run_config = yaml.safe_load((REPO_ROOT / "config" / "config.yaml").read_text())
     assert run_config["precision"] == "fp32"
     cfg = grid.resolve_cell(load_study("pru"), dict(run_config, precision="tf32"),
-                            grid.Cell("pru", "ptb", "lstm_m1000", 100, 1111))
+                            grid.Cell("pru", "ptb", "lstm_m1000", 100, 1111, "paper"))
     assert cfg["precision"] == "tf32"
     with pytest.raises(ConfigError, match="precision"):
         load_run_config(dict(run_config, precision="fp16"))

@@ -32,10 +32,10 @@ def test_snakefmt_check():
 
 
 def test_dry_run_of_the_paper_table_lists_every_cell(project):
-    result = snakemake(project, "-n", "--config", "budget=paper", "--", "results/tables/pru_table1.csv")
+    result = snakemake(project, "-n", "--config", "budget=paper", "--", "results/paper/tables/pru_table1.csv")
     assert result.returncode == 0, result.stderr
     out = result.stdout + result.stderr
-    planned = set(re.findall(r"results/runs/pru/(\w+)/(\w+)/frac100/seed1111/metrics\.json", out))
+    planned = set(re.findall(r"results/paper/runs/pru/(\w+)/(\w+)/frac100/seed1111/metrics\.json", out))
     models = load_study("pru")["artifacts"]["table1"]["models"]
     assert planned == {(dataset, model) for dataset in ("ptb", "wt2") for model in models}
     assert re.search(r"train_cell\s+20\b", out)
@@ -98,3 +98,27 @@ def test_failing_notebook_is_reported_and_loses_nothing(smoke_project, tmp_path)
     assert "notebooks/pru_table1.py failed in cell" in log and "deliberately broken" in log
     assert (project / "logs/notebooks/pru_table1.failed.ipynb").exists()
     assert {p: p.stat().st_mtime_ns for p in metrics} == before  # no training cell was rerun
+
+
+@pytest.mark.slow
+def test_device_and_threads_rerun_nothing_and_delete_nothing(tmp_path):
+    """Where a job runs and how wide are not part of what Snakemake compares: changing them after a cell
+    finished plans no job, and `device=cuda` without CUDA stops before any job, deleting nothing."""
+    project = copy_project(tmp_path)
+    target = "results/runs/pru/synth_ptb/lstm_m1000/frac100/seed1111/metrics.json"
+    trained = snakemake(project, "--profile", "profiles/smoke", target)
+    assert trained.returncode == 0, trained.stderr[-3000:]
+    finished = {path: path.read_bytes() for path in (project / target).parent.iterdir() if path.is_file()}
+    for setting in ("threads=2", "device=cuda", "device=auto"):
+        planned = snakemake(project, "-n", "--profile", "profiles/smoke", target, "--config", setting)
+        assert planned.returncode == 0 and "Nothing to be done" in planned.stdout + planned.stderr, setting
+    rerun = snakemake(project, "--profile", "profiles/smoke", target, "--config", "device=cuda", "threads=2")
+    assert rerun.returncode == 0, rerun.stderr[-3000:]
+    # a job that has to run, with device=cuda on a machine without CUDA: stopped before it starts
+    other = "results/runs/pru/synth_ptb/pru_g4_k2_m1400/frac100/seed1111/metrics.json"
+    refused = snakemake(project, "--profile", "profiles/smoke", other, "--config", "device=cuda")
+    if refused.returncode == 0:
+        pytest.skip("this machine has a CUDA device")
+    assert "device: cuda was asked for" in refused.stdout + refused.stderr
+    assert not (project / other).parent.exists()
+    assert {path: path.read_bytes() for path in (project / target).parent.iterdir() if path.is_file()} == finished

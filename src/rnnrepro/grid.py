@@ -1,8 +1,10 @@
 """The training grid: which cells an artifact needs, where they live, and each cell's resolved config.
 
-A *cell* is one training run: study x dataset x model x data fraction x seed. Its folder is
-``results/runs/{study}/{corpus}/{model}/frac{fraction}/seed{seed}/`` where ``corpus`` is the data it
-is actually trained on: the paper's dataset id, or the budget's stand-in for it (the smoke budget
+A *cell* is one training run of one budget: study x dataset x model x data fraction x seed. Its folder
+is ``<results>/runs/{study}/{corpus}/{model}/frac{fraction}/seed{seed}/``, where ``<results>`` is the
+budget's results tree (:func:`results_dir`: ``results`` for the smoke budget, ``results/<budget>``
+for every other one, so budgets never share a run folder, a table or a speed result) and ``corpus``
+is the data it is actually trained on: the paper's dataset id, or the budget's stand-in for it (the smoke budget
 trains on synthetic corpora, so real and synthetic results never share a folder). When a budget
 trains several paper datasets on one stand-in, the folder is ``{corpus}-{dataset}`` so their runs stay
 apart (:func:`data_key`); ``Cell.corpus`` holds that folder name.
@@ -17,14 +19,32 @@ the train rule as a parameter and saved as ``config.json`` in the run folder. No
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 from dataclasses import dataclass
 
 from .configuration import ConfigError, merged
 from .sizing import hidden_size_for_budget
 
-RUNS = "results/runs"
+RESULTS = "results"
+LOGS = "logs"
 PROCESSED = "data/processed"
+# The budget `make smoke` runs: its outputs keep the short paths a newcomer sees first (results/tables/...).
+SMOKE = "smoke"
+
+
+def results_dir(budget: str) -> str:
+    """The results tree of a budget: ``results`` for smoke, ``results/<budget>`` for the others."""
+    return RESULTS if budget == SMOKE else f"{RESULTS}/{budget}"
+
+
+def logs_dir(budget: str) -> str:
+    """The job logs of a budget, laid out like its results tree."""
+    return LOGS if budget == SMOKE else f"{LOGS}/{budget}"
+
+
+def runs_dir(budget: str) -> str:
+    return f"{results_dir(budget)}/runs"
 
 
 @dataclass(frozen=True)
@@ -34,10 +54,16 @@ class Cell:
     model: str
     fraction: int
     seed: int
+    budget: str
+
+    @property
+    def key(self) -> str:
+        """The cell within its budget's runs: ``{study}/{corpus}/{model}/frac{fraction}/seed{seed}``."""
+        return f"{self.study}/{self.corpus}/{self.model}/frac{self.fraction}/seed{self.seed}"
 
     @property
     def run_dir(self) -> str:
-        return f"{RUNS}/{self.study}/{self.corpus}/{self.model}/frac{self.fraction}/seed{self.seed}"
+        return f"{runs_dir(self.budget)}/{self.key}"
 
 
 def budget_of(study: dict, config: dict) -> dict:
@@ -76,15 +102,23 @@ def train_file(corpus: str, fraction: int) -> str:
     return f"{PROCESSED}/{corpus}/train.fraction{fraction}.txt"
 
 
+def artifact_spec(study: dict, config: dict, artifact: str) -> dict:
+    """An artifact's grid under the current budget: the budget's smaller lists where it gives them, and
+    its seeds (the artifact's own, else the budget's, else the run config's)."""
+    budget = budget_of(study, config)
+    spec = {**study["artifacts"][artifact], **budget.get("artifacts", {}).get(artifact, {})}
+    return {**spec, "seeds": spec.get("seeds", budget.get("seeds", config["seeds"]))}
+
+
 def artifact_cells(study: dict, config: dict, artifact: str) -> list[Cell]:
     """The training cells an artifact's notebook reads (none when it needs no training)."""
-    spec = {**study["artifacts"][artifact], **budget_of(study, config).get("artifacts", {}).get(artifact, {})}
+    spec = artifact_spec(study, config, artifact)
     if not spec.get("needs_training", True):
         return []
     return [
-        Cell(study["study"], data_key(study, config, dataset), model, fraction, seed)
+        Cell(study["study"], data_key(study, config, dataset), model, fraction, seed, config["budget"])
         for dataset, model, fraction, seed in itertools.product(
-            spec["datasets"], spec["models"], spec["fractions"], spec.get("seeds", config["seeds"]))
+            spec["datasets"], spec["models"], spec["fractions"], spec["seeds"])
     ]
 
 
@@ -93,7 +127,7 @@ def parent_cell(study: dict, cell: Cell) -> Cell | None:
     parent = study["models"][cell.model].get("init_from")
     if parent is None:
         return None
-    return Cell(cell.study, cell.corpus, parent, cell.fraction, cell.seed)
+    return dataclasses.replace(cell, model=parent)
 
 
 def _scaled(width: int, budget: dict) -> int:
@@ -155,8 +189,6 @@ def resolve_cell(study: dict, config: dict, cell: Cell) -> dict:
         "fraction": cell.fraction,
         "seed": cell.seed,
         "budget": config["budget"],
-        "device": config["device"],
-        "threads": config["threads"],
         "precision": config["precision"],
         "data": {"dir": f"{PROCESSED}/{corpus}", "train_file": train_file(corpus, cell.fraction)},
         "architecture": architecture(study, config, cell.model, corpus, dataset),

@@ -1,46 +1,77 @@
-"""Recorded runs: the small files of real-data training runs, kept in the repository, and every table,
-figure and the claims scorecard rendered from them on any machine, without a GPU and without retraining.
+"""Recorded runs: the small files of real-data runs, kept in the repository, grown one cell at a time,
+and rendered into every table, figure and the claims scorecard on any machine without retraining.
 
-    python -m rnnrepro.records pack                      # results/runs -> records/<budget>/results/runs
-    python -m rnnrepro.records render --budget reduced   # records/reduced -> results/tables, figures
+    python -m rnnrepro.records grow --budget cpu --minutes 120 --config data_mirror=DIR [--commit]
+    python -m rnnrepro.records list --budget cpu          # recorded, stale and missing units
+    python -m rnnrepro.records render --budget cpu        # records/cpu -> results/cpu/tables, figures
+    python -m rnnrepro.records pack --budget cpu          # results/cpu/runs -> records/cpu/runs
 
-A record is a run folder's ``config.json``, ``history.csv`` and ``metrics.json`` plus the JSON outputs of
-its evaluations (``dynamic_eval.json``, ...; no weights, no checkpoints), at the same relative path as
-under ``results/``: ``records/<budget>/results/runs/<study>/<corpus>/<model>/frac<f>/seed<s>/``, and each
-study's speed benchmark (``results/speed/<study>.json`` -> ``records/<budget>/results/speed/``). The
-metrics already carry the device, torch version, git sha and wall time of the run.
+Layout: ``records/<budget>/`` mirrors the budget's results tree (``results/<budget>/``, rnnrepro.grid):
+``runs/<study>/<corpus>/<model>/frac<f>/seed<s>/`` holds a cell's ``config.json``, ``history.csv`` and
+``metrics.json`` plus the JSON outputs of its evaluations (``dynamic_eval.json``, ...), and
+``speed/<study>.json`` a study's speed benchmark. Never weights, checkpoints or data. Each
+``metrics.json`` carries the machine (CPU model, cores, threads, GPU, load average), the torch version,
+the git sha, the precision and the wall time of the run.
 
-``render`` copies the records of one budget into ``results/`` and runs each artifact's notebook
-through papermill with exactly the parameters the Snakemake rule gives it (rnnrepro.analysis.
-run_notebook), then the scorecard notebook. It runs notebooks directly rather than Snakemake: the
-records have no data and no weights, and Snakemake would plan to download, preprocess and retrain
-what a record's inputs lack. An artifact is rendered when every cell of its grid at that budget is
-recorded, with every evaluation output and speed result it reads; otherwise it is listed as not
-rendered, with the number of missing files. Artifacts that need a cell's weights (``model.pt``) cannot
-be rendered from records and are listed as such; the scorecard marks their claims not tested.
+A record is *stale* when its ``config.json`` is not what the study file now resolves for that cell (a
+recipe, a width or a cell option changed since it was trained): ``render`` does not use it and ``grow``
+trains the cell again.
+
+``grow`` splits the budget's grid into units of work, in the study files' order (studies as the run
+config lists them, artifacts and their cells as each study file lists them): a training cell with the
+cells it is finetuned from and every evaluation output the budget's artifacts read from it, or one
+study's speed benchmark. It skips recorded units, prepares the data of the rest (one Snakemake run),
+then ``--jobs`` workers each run one unit at a time through Snakemake (disjoint targets, so side by
+side with ``--nolock``) and pack it into ``records/`` the moment it finishes (with ``--commit``, one git
+commit per unit). No unit starts after the deadline (``--minutes``); at the deadline running units get
+SIGTERM: training writes its resume checkpoint, a later ``grow`` on this machine resumes it, on another
+machine it starts afresh. Killing ``grow`` at any point loses no recorded unit.
+
+``render`` copies a budget's records into its results tree and runs each artifact's notebook through
+papermill with exactly the parameters the Snakemake rule gives it (rnnrepro.analysis.run_notebook), then
+the scorecard notebook. It runs notebooks directly rather than Snakemake: records have no data and no
+weights, and Snakemake would plan to download, preprocess and retrain what a record's inputs lack. An
+artifact is rendered when every cell of its grid at that budget is recorded and current, with every
+evaluation output and speed result it reads; otherwise the scorecard gives the reason. Artifacts that
+need a cell's weights (``model.pt``) cannot be rendered from records. Files an earlier render restored
+are listed in ``<results tree>/.records.json`` so the next render refreshes them; a file that differs
+from its record and was not restored by a render (a run of this machine) is never overwritten.
 """
 
 from __future__ import annotations
 
 import argparse
-import filecmp
+import dataclasses
+import hashlib
 import json
+import os
 import shutil
+import signal
+import subprocess
 import sys
+import threading
+import time
 from pathlib import Path
 
 from . import grid
 from .analysis.claims import is_synthetic
+from .analysis.run_files import DamagedRunFile, read_metrics
 from .configuration import ConfigError, load_run_config, load_study, load_yaml
 from .evaluation.plan import artifact_evaluation_files
 
 RECORDED = ("config.json", "history.csv", "metrics.json")
 RECORDS = Path("records")
-RESULTS = Path("results")
+# Where and how wide a run went: not part of a cell's identity (older records carry them in config.json).
+RUNTIME_KEYS = ("device", "threads")
+MANIFEST = ".records.json"
 
 
 def record_dir(records: Path, budget: str) -> Path:
-    return records / budget / RESULTS
+    return records / budget
+
+
+def results_dir(budget: str) -> Path:
+    return Path(grid.results_dir(budget))
 
 
 def evaluation_outputs(run_dir: Path) -> list[Path]:
@@ -48,156 +79,492 @@ def evaluation_outputs(run_dir: Path) -> list[Path]:
     return [path for path in sorted(run_dir.glob("*.json")) if path.name not in RECORDED]
 
 
-def pack(runs: Path = RESULTS / "runs", records: Path = RECORDS, include_synthetic: bool = False) -> list[Path]:
-    """Copy the small files of every finished run under ``runs`` into ``records/<budget>/results/runs``,
-    and every speed result beside ``runs`` (``results/speed/<study>.json``) into ``records/<budget>/
-    results/speed``.
+# ---------------------------------------------------------------- packing
+
+def pack_run(run_dir: Path, budget: str, records: Path = RECORDS) -> Path:
+    """Copy one finished run folder's small files into ``records/<budget>/runs/``; returns the record."""
+    missing = [name for name in RECORDED if not (run_dir / name).exists()]
+    if missing:
+        raise FileNotFoundError(f"run folder {run_dir} has no {', '.join(missing)}: rerun that cell before "
+                                f"recording it")
+    target = record_dir(records, budget) / run_dir.relative_to(results_dir(budget))
+    target.mkdir(parents=True, exist_ok=True)
+    for source in [run_dir / name for name in RECORDED] + evaluation_outputs(run_dir):
+        shutil.copy2(source, target / source.name)
+    return target
+
+
+def pack_speed(speed_file: Path, budget: str, records: Path = RECORDS) -> Path:
+    target = record_dir(records, budget) / "speed" / speed_file.name
+    target.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copy2(speed_file, target)
+    return target
+
+
+def recorded_budgets(results: Path = Path(grid.RESULTS)) -> list[str]:
+    """The budgets with a results tree here (smoke's is ``results/`` itself)."""
+    budgets = [p.name for p in sorted(results.iterdir()) if (p / "runs").is_dir() or (p / "speed").is_dir()]
+    return ([grid.SMOKE] if (results / "runs").is_dir() else []) + budgets
+
+
+def pack(budget: str | None = None, records: Path = RECORDS, include_synthetic: bool = False) -> list[Path]:
+    """Copy the small files of every finished run of ``budget`` (default: every budget with a results
+    tree here) into ``records/<budget>/``, and its speed results.
 
     Runs on synthetic corpora (the smoke budget) are left out unless ``include_synthetic``: records
-    exist to render the papers' tables from real data. Returns the run folders (and speed files) recorded.
+    exist to render the papers' tables from real data. Returns the records written.
     """
     packed = []
-    for metrics_file in sorted(runs.glob("**/metrics.json")):
-        run_dir = metrics_file.parent
-        metrics = json.loads(metrics_file.read_text())
-        missing = [name for name in RECORDED if not (run_dir / name).exists()]
-        if missing:
-            raise FileNotFoundError(f"run folder {run_dir} has metrics.json but no {', '.join(missing)}: "
-                                    f"rerun that cell before recording it")
-        if is_synthetic(metrics["corpus"]) and not include_synthetic:
+    for name in [budget] if budget else recorded_budgets():
+        tree = results_dir(name)
+        for metrics_file in sorted((tree / "runs").glob("*/*/*/frac*/seed*/metrics.json")):
+            metrics = json.loads(metrics_file.read_text())
+            if is_synthetic(metrics["corpus"]) and not include_synthetic:
+                continue
+            packed.append(pack_run(metrics_file.parent, name, records))
+        if name == grid.SMOKE and not include_synthetic:
             continue
-        target = record_dir(records, metrics["budget"]) / "runs" / run_dir.relative_to(runs)
-        target.mkdir(parents=True, exist_ok=True)
-        for name in RECORDED:
-            shutil.copy2(run_dir / name, target / name)
-        for output in evaluation_outputs(run_dir):
-            shutil.copy2(output, target / output.name)
-        packed.append(target)
-    for speed_file in sorted((runs.parent / "speed").glob("*.json")):
-        speed = json.loads(speed_file.read_text())
-        if "budget" not in speed:
-            raise ValueError(f"{speed_file} does not say its budget (written before speed results did): "
-                             f"rerun its speed rule, or move it away, before recording")
-        if speed["budget"] == "smoke" and not include_synthetic:  # the budget on synthetic corpora
-            continue
-        target = record_dir(records, speed["budget"]) / "speed" / speed_file.name
-        target.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy2(speed_file, target)
-        packed.append(target)
+        packed += [pack_speed(path, name, records) for path in sorted((tree / "speed").glob("*.json"))]
     return packed
 
 
-def restore(records: Path, budget: str, results: Path = RESULTS) -> list[Path]:
-    """Copy one budget's records into ``results/`` (runs and speed results); returns the metrics files
-    now in place.
+# ---------------------------------------------------------------- what is recorded
 
-    A file already in ``results/`` that differs from its record is never overwritten: the error
-    names it (a run trained here is newer than the record, or the record is from another run).
+def _flat(value, prefix: str = "") -> dict:
+    if isinstance(value, dict):
+        return {k: v for key, item in value.items() for k, v in _flat(item, f"{prefix}{key}.").items()}
+    return {prefix.rstrip("."): value}
+
+
+def config_differences(recorded: dict, expected: dict) -> list[str]:
+    """How a record's config.json differs from what the study file resolves now (runtime keys aside)."""
+    old = {k: v for k, v in _flat(recorded).items() if k not in RUNTIME_KEYS}
+    new = _flat(expected)
+    return [f"{key} {old.get(key, '(none)')!r} -> {new.get(key, '(none)')!r}"
+            for key in sorted(set(old) | set(new)) if old.get(key) != new.get(key)]
+
+
+def record_problem(study: dict, config: dict, cell: grid.Cell, records: Path) -> str | None:
+    """Why a cell's record cannot be used (missing, unreadable or stale), or None."""
+    run = record_dir(records, cell.budget) / "runs" / cell.key
+    missing = [name for name in RECORDED if not (run / name).exists()]
+    if missing:
+        return f"{cell.key}: not recorded"
+    try:
+        read_metrics(run / "metrics.json")
+        recorded = json.loads((run / "config.json").read_text())
+    except (DamagedRunFile, json.JSONDecodeError, UnicodeDecodeError) as e:
+        return f"{cell.key}: damaged record ({e})"
+    changed = config_differences(recorded, grid.resolve_cell(study, config, cell))
+    if changed:
+        return f"{cell.key}: stale record (the study file changed: {'; '.join(changed[:3])})"
+    return None
+
+
+@dataclasses.dataclass
+class Unit:
+    """One piece of ``grow``'s work: Snakemake targets, and the records they make."""
+    name: str
+    study: str
+    cells: list[grid.Cell]          # training cells, parents first
+    targets: list[str]              # what Snakemake builds (results paths)
+    evaluations: list[str]          # evaluation outputs among the targets
+    speed: str | None = None        # results/<budget>/speed/<study>.json of a speed unit
+
+    def problems(self, studies: dict, config: dict, records: Path) -> list[str]:
+        """Why this unit is not (fully) recorded; empty when it is."""
+        study = studies[self.study]
+        out = [p for p in (record_problem(study, config, cell, records) for cell in self.cells) if p]
+        root = results_dir(config["budget"])
+        for path in self.evaluations + ([self.speed] if self.speed else []):
+            if not (record_dir(records, config["budget"]) / Path(path).relative_to(root)).exists():
+                out.append(f"{Path(path).relative_to(root)}: not recorded")
+        return out
+
+
+def _chain(study: dict, cell: grid.Cell) -> list[grid.Cell]:
+    """The cell and the cells it is finetuned from, parents first."""
+    chain = [cell]
+    while (parent := grid.parent_cell(study, chain[0])) is not None:
+        chain.insert(0, parent)
+    return chain
+
+
+def units(studies: dict, config: dict) -> list[Unit]:
+    """The budget's grid as units of work, in the study files' order; cells shared by two chains (a
+    parent finetuned twice) make one unit, so units never share a target."""
+    found: list[Unit] = []
+    for name, study in studies.items():
+        evaluations: dict[grid.Cell, set[str]] = {}
+        order: list[grid.Cell] = []
+        for artifact, spec in study["artifacts"].items():
+            for cell in grid.artifact_cells(study, config, artifact):
+                order.append(cell)
+                evaluations.setdefault(cell, set()).update(spec.get("evaluations", []))
+        for cell in dict.fromkeys(order):
+            chain = _chain(study, cell)
+            evals = [f"{cell.run_dir}/{e}.json" for e in sorted(evaluations[cell])]
+            owner = next((u for u in found if u.study == name and set(u.cells) & set(chain)), None)
+            if owner is None:
+                found.append(Unit(cell.key, name, chain, [f"{c.run_dir}/metrics.json" for c in chain] + evals, evals))
+                continue
+            new = [c for c in chain if c not in owner.cells]
+            owner.cells += new
+            owner.targets += [f"{c.run_dir}/metrics.json" for c in new] + evals
+            owner.evaluations += evals
+        if "speed" in study:
+            path = f"{grid.results_dir(config['budget'])}/speed/{name}.json"
+            found.append(Unit(f"{name}/speed", name, [], [path], [], speed=path))
+    return found
+
+
+def _load(budget: str, config_file: Path, study_names: list[str] | None = None) -> tuple[dict, dict]:
+    config = load_run_config({**load_yaml(config_file), "budget": budget}, source=str(config_file))
+    names = study_names or config["studies"]
+    unknown = [n for n in names if n not in config["studies"]]
+    if unknown:
+        raise ConfigError(f"--study {', '.join(unknown)}: not a study of {config_file} "
+                          f"({', '.join(config['studies'])})")
+    return config, {name: load_study(name) for name in names}
+
+
+# ---------------------------------------------------------------- restoring and rendering
+
+def _digest(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def restore(records: Path, budget: str) -> list[Path]:
+    """Copy one budget's records into its results tree; returns the metrics files now in place.
+
+    A file there that differs from its record is replaced only if an earlier render put it there
+    (it is listed, with its digest, in the tree's .records.json); any other is a run of this machine,
+    and the error names it.
     """
     source = record_dir(records, budget)
-    if not (source / "runs").is_dir():
-        known = sorted(p.name for p in records.iterdir()) if records.is_dir() else []
-        raise FileNotFoundError(f"no recorded runs for budget {budget!r}: {source / 'runs'} does not exist "
+    if not (source / "runs").is_dir() and not (source / "speed").is_dir():
+        known = sorted(p.name for p in records.iterdir() if p.is_dir()) if records.is_dir() else []
+        raise FileNotFoundError(f"no recorded runs for budget {budget!r}: {source} holds no runs/ or speed/ "
                                 f"(recorded budgets: {', '.join(known) or 'none'})")
+    results = results_dir(budget)
+    manifest_file = results / MANIFEST
+    manifest = json.loads(manifest_file.read_text()) if manifest_file.exists() else {}
     placed = []
     for record in sorted(source.glob("**/*")):
         if not record.is_file():
             continue
-        target = results / record.relative_to(source)
-        if target.exists() and not filecmp.cmp(record, target, shallow=False):
-            raise FileExistsError(f"{target} differs from its record {record}: move it away (it is a run "
-                                  f"of this machine) or delete it, then render again")
+        relative = str(record.relative_to(source))
+        target = results / relative
+        if target.exists() and _digest(target) != _digest(record):
+            if manifest.get(relative) != _digest(target):
+                raise FileExistsError(f"{target} differs from its record {record} and was not written by an "
+                                      f"earlier render: move it away (it is a run of this machine) or delete "
+                                      f"it, then render again")
         target.parent.mkdir(parents=True, exist_ok=True)
-        if not target.exists():
-            shutil.copy2(record, target)
+        shutil.copy2(record, target)
+        manifest[relative] = _digest(target)
         if target.name == "metrics.json":
             placed.append(target)
+    manifest_file.parent.mkdir(parents=True, exist_ok=True)
+    manifest_file.write_text(json.dumps(manifest, indent=1, sort_keys=True) + "\n")
     return placed
 
 
-def _outputs(study: dict, name: str, artifact: str) -> tuple[list[str], list[str], str]:
-    spec = study["artifacts"][artifact]
-    return ([f"results/tables/{t}.csv" for t in spec["tables"]],
-            [f"results/figures/{f}.png" for f in spec["figures"]],
-            f"results/notebooks/{name}_{artifact}.ipynb")
+def _outputs(study: dict, name: str, artifact: str, budget: str) -> tuple[list[str], list[str], str]:
+    spec, root = study["artifacts"][artifact], grid.results_dir(budget)
+    return ([f"{root}/tables/{t}.csv" for t in spec["tables"]],
+            [f"{root}/figures/{f}.png" for f in spec["figures"]],
+            f"{root}/notebooks/{name}_{artifact}.ipynb")
+
+
+def _artifact_problem(study: dict, config: dict, artifact: str, records: Path) -> str | None:
+    """Why an artifact cannot be rendered from this budget's records, or None."""
+    cells = grid.artifact_cells(study, config, artifact)
+    unusable = [p for p in (record_problem(study, config, c, records) for c in cells) if p]
+    root = results_dir(config["budget"])
+    files = artifact_evaluation_files(study, config, artifact)
+    if study["artifacts"][artifact].get("speed"):
+        files.append(f"{root}/speed/{study['study']}.json")
+    unusable += [f"{Path(f).relative_to(root)}: not recorded" for f in files
+                 if not (record_dir(records, config["budget"]) / Path(f).relative_to(root)).exists()]
+    if not unusable:
+        return None
+    stale = sum("stale record" in p for p in unusable)
+    what = f"{len(unusable)} of its {len(cells) + len(files)} records are missing or unusable"
+    return f"{what}{f' ({stale} stale)' if stale else ''}, e.g. {unusable[0]}"
 
 
 def render(budget: str, records: Path = RECORDS, config_file: Path = Path("config/config.yaml")) -> dict:
-    """Render every artifact whose runs are all recorded, then the scorecard. Returns artifact -> status."""
+    """Render every artifact whose records are all there and current, then the scorecard. Returns
+    artifact -> status ("rendered", "not rendered: <why>", "failed: <error>")."""
     from .analysis.run_notebook import run
 
-    config = load_run_config({**load_yaml(config_file), "budget": budget}, source=str(config_file))
+    config, studies = _load(budget, config_file)
     restore(records, budget)
-    studies = {name: load_study(name) for name in config["studies"]}
-    status, tables = {}, []
+    root = grid.results_dir(budget)
+    status, tables, unrendered = {}, [], {}
     for name, study in studies.items():
         for artifact, spec in study["artifacts"].items():
             key = f"{name}/{artifact}"
-            metrics = [f"{cell.run_dir}/metrics.json" for cell in grid.artifact_cells(study, config, artifact)]
-            needed = (metrics + artifact_evaluation_files(study, config, artifact)
-                      + ([f"results/speed/{name}.json"] if spec.get("speed") else []))
-            missing = [m for m in needed if not Path(m).exists()]
-            if missing:
-                status[key] = (f"not rendered: {len(missing)} of {len(needed)} recorded files missing "
-                               f"(e.g. {missing[0]})")
-                continue
-            out_tables, out_figures, notebook = _outputs(study, name, artifact)
-            parameters = {"study": name, "artifact": artifact,
-                          "metrics_files": [str(Path(m).resolve()) for m in metrics],
-                          "tables": [str(Path(t).resolve()) for t in out_tables],
-                          "figures": [str(Path(f).resolve()) for f in out_figures]}
-            for path in out_tables + out_figures:
-                Path(path).parent.mkdir(parents=True, exist_ok=True)
-            try:
-                run(Path(spec["notebook"]), Path(notebook), parameters)
-            except RuntimeError as error:
-                if "model.pt" in str(error) or f"{grid.PROCESSED}/" in str(error):
-                    status[key] = ("not rendered: needs the cells' weights (model.pt) or the prepared corpus "
+            out_tables, out_figures, notebook = _outputs(study, name, artifact, budget)
+            problem = _artifact_problem(study, config, artifact, records)
+            if problem is None:
+                metrics = [f"{cell.run_dir}/metrics.json" for cell in grid.artifact_cells(study, config, artifact)]
+                parameters = {"study": name, "artifact": artifact,
+                              "metrics_files": [str(Path(m).resolve()) for m in metrics],
+                              "tables": [str(Path(t).resolve()) for t in out_tables],
+                              "figures": [str(Path(f).resolve()) for f in out_figures]}
+                for path in out_tables + out_figures:
+                    Path(path).parent.mkdir(parents=True, exist_ok=True)
+                try:
+                    run(Path(spec["notebook"]), Path(notebook), parameters)
+                    status[key] = "rendered"
+                    tables += out_tables
+                    continue
+                except RuntimeError as error:
+                    if "model.pt" in str(error) or f"{grid.PROCESSED}/" in str(error):
+                        problem = ("it needs the cells' weights (model.pt) or the prepared corpus "
                                    f"({grid.PROCESSED}/), which records do not keep")
-                else:
-                    status[key] = f"failed: {str(error).splitlines()[0]}"
-                continue
-            status[key] = "rendered"
-            tables += out_tables
-    for path in ("results/tables", "results/figures"):
+                    else:
+                        status[key] = f"failed: {error}"
+                        unrendered.update({Path(t).stem: f"its notebook failed on the records: {error}"
+                                           for t in out_tables})
+                        continue
+            status[key] = f"not rendered: {problem}"
+            unrendered.update({Path(t).stem: f"not rendered from records: {problem}" for t in out_tables})
+    for path in (f"{root}/tables", f"{root}/figures"):
         Path(path).mkdir(parents=True, exist_ok=True)
     scorecard = {"run_config": {"budget": budget, "seeds": config["seeds"], "studies": list(studies)},
                  "table_files": [str(Path(t).resolve()) for t in tables],
-                 "tables": [str(Path("results/tables/claims.csv").resolve())],
-                 "figures": [str(Path("results/figures/claims.png").resolve())]}
-    run(Path("notebooks/claims.py"), Path("results/notebooks/claims.ipynb"), scorecard)
+                 "unrendered": unrendered,
+                 "tables": [str(Path(f"{root}/tables/claims.csv").resolve())],
+                 "figures": [str(Path(f"{root}/figures/claims.png").resolve())]}
+    run(Path("notebooks/claims.py"), Path(f"{root}/notebooks/claims.ipynb"), scorecard)
     status["claims"] = "rendered"
     return status
+
+
+BY_BUDGET = ("results/claims_by_budget.csv", "results/claims_by_budget.png")
+
+
+def render_by_budget() -> list[str]:
+    """The side-by-side verdicts of every budget with a scorecard here (smoke aside): results/
+    claims_by_budget.csv and .png (notebooks/claims_by_budget.py). Returns the budgets shown."""
+    from .analysis.run_notebook import run
+
+    results = Path(grid.RESULTS)
+    found = {p.parent.parent.name: p for p in sorted(results.glob("*/tables/claims.csv"))}
+    if not found:
+        return []
+    run(Path("notebooks/claims_by_budget.py"), results / "notebooks" / "claims_by_budget.ipynb",
+        {"scorecards": {b: str(p.resolve()) for b, p in found.items()},
+         "tables": [str(Path(BY_BUDGET[0]).resolve())], "figures": [str(Path(BY_BUDGET[1]).resolve())]})
+    return list(found)
+
+
+# ---------------------------------------------------------------- growing
+
+class Grower:
+    """The workers of ``grow``: each runs one unit at a time through Snakemake and records it."""
+
+    def __init__(self, budget: str, todo: list[Unit], studies: dict, config: dict, args: argparse.Namespace):
+        self.budget, self.todo, self.studies, self.config, self.args = budget, list(todo), studies, config, args
+        self.deadline = time.monotonic() + args.minutes * 60
+        self.lock = threading.Lock()
+        self.running: dict[str, subprocess.Popen] = {}
+        self.done: list[str] = []
+        self.failed: list[str] = []
+        self.interrupted: list[str] = []
+        self.total = len(todo)
+        self.log_dir = Path(grid.logs_dir(budget)) / "grow"
+
+    def say(self, text: str) -> None:
+        print(f"[rnnrepro] {time.strftime('%H:%M:%S')} {text}", flush=True)
+
+    def snakemake(self, targets: list[str], threads: int, *extra: str) -> list[str]:
+        settings = [f"budget={self.budget}", f"threads={self.args.threads}", *self.args.config]
+        return [sys.executable, "-m", "snakemake", "--cores", str(threads), *extra,
+                "--config", *settings, "--", *targets]
+
+    def prepare_data(self) -> bool:
+        """Fetch and prepare every corpus the units read, in one (locked) Snakemake run."""
+        targets = [t for unit in self.todo for t in unit.targets]
+        if not targets:
+            return True
+        self.say(f"preparing the data of {len(self.todo)} units")
+        log = self.log_dir / "prepare_data.log"
+        log.parent.mkdir(parents=True, exist_ok=True)
+        with open(log, "w") as out:
+            code = subprocess.run(self.snakemake(targets, max(self.args.jobs * self.args.threads, 1), "--until",
+                                                 "prepare_dataset", "fraction_subset", "prepare_autocomplete"),
+                                  stdout=out, stderr=subprocess.STDOUT).returncode
+        if code != 0:
+            self.say(f"error: preparing the data failed (exit {code}); see {log}")
+        return code == 0
+
+    def next_unit(self) -> Unit | None:
+        with self.lock:
+            if not self.todo or time.monotonic() >= self.deadline:
+                return None
+            return self.todo.pop(0)
+
+    def record(self, unit: Unit, records: Path) -> list[Path]:
+        written = [pack_run(Path(cell.run_dir), self.budget, records) for cell in unit.cells]
+        if unit.speed:
+            written.append(pack_speed(Path(unit.speed), self.budget, records))
+        return written
+
+    def commit(self, unit: Unit, paths: list[Path], summary: str) -> None:
+        with self.lock:
+            subprocess.run(["git", "add", "--", *map(str, paths)], check=True)
+            result = subprocess.run(["git", "commit", "-q", "-m", f"records: {self.budget} {unit.name} ({summary})",
+                                     "--", *map(str, paths)], capture_output=True, text=True)
+            if result.returncode != 0 and "nothing to commit" not in result.stdout + result.stderr:
+                self.say(f"warning: could not commit {unit.name}: {(result.stderr or result.stdout).strip()}")
+
+    def summary(self, unit: Unit) -> str:
+        if unit.speed:
+            return "speed benchmark"
+        metrics = json.loads(Path(unit.cells[-1].run_dir, "metrics.json").read_text())
+        value = next((f"{k} {metrics[k]:.4g}" for k in ("val_ppl", "val_loss", "val_cross_entropy")
+                      if isinstance(metrics.get(k), (int, float))), "")
+        return f"{value}, {metrics.get('wall_seconds', 0) / 60:.1f} min".lstrip(", ")
+
+    def work(self) -> None:
+        while (unit := self.next_unit()) is not None:
+            log = self.log_dir / f"{unit.name.replace('/', '_')}.log"
+            started = time.monotonic()
+            with self.lock:
+                position = self.total - len(self.todo)
+            self.say(f"unit {position} of {self.total}: {unit.name} (log {log})")
+            with open(log, "w") as out:
+                process = subprocess.Popen(self.snakemake(unit.targets, self.args.threads, "--nolock"),
+                                           stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+                with self.lock:
+                    self.running[unit.name] = process
+                code = process.wait()
+                with self.lock:
+                    self.running.pop(unit.name, None)
+            if code != 0:
+                if time.monotonic() >= self.deadline:
+                    self.interrupted.append(unit.name)
+                    self.say(f"stopped at the deadline: {unit.name} (a later grow resumes it); see {log}")
+                else:
+                    self.failed.append(unit.name)
+                    self.say(f"failed (exit {code}): {unit.name}; see {log}")
+                continue
+            written = self.record(unit, self.args.records)
+            summary = self.summary(unit)
+            if self.args.commit:
+                self.commit(unit, written, summary)
+            self.done.append(unit.name)
+            self.say(f"recorded {unit.name}: {summary} ({(time.monotonic() - started) / 60:.1f} min with its "
+                     f"evaluations)")
+
+    def stop_running(self) -> None:
+        """SIGTERM to every running unit's process group: training writes its resume checkpoint."""
+        with self.lock:
+            processes = list(self.running.items())
+        for name, process in processes:
+            self.say(f"deadline: stopping {name}")
+            try:
+                os.killpg(process.pid, signal.SIGTERM)
+            except ProcessLookupError:
+                pass
+
+    def run(self) -> None:
+        workers = [threading.Thread(target=self.work, daemon=True) for _ in range(self.args.jobs)]
+        for worker in workers:
+            worker.start()
+        while any(worker.is_alive() for worker in workers):
+            if time.monotonic() >= self.deadline:
+                self.stop_running()
+                for worker in workers:
+                    worker.join()
+                break
+            time.sleep(2)
+
+
+def grow(args: argparse.Namespace) -> int:
+    config, studies = _load(args.budget, args.run_config, args.study)
+    if args.budget == grid.SMOKE:
+        raise ConfigError("grow records real-data runs: the smoke budget trains on synthetic corpora")
+    pending = [u for u in units(studies, config) if u.problems(studies, config, args.records)]
+    grower = Grower(args.budget, pending, studies, config, args)
+    grower.say(f"budget {args.budget}: {len(pending)} units to record (studies {', '.join(studies)}), "
+               f"{args.jobs} at a time x {args.threads} threads, for at most {args.minutes:g} minutes")
+    if not pending or not grower.prepare_data():
+        return 0 if not pending else 1
+    grower.run()
+    grower.say(f"recorded {len(grower.done)} units, {len(grower.failed)} failed"
+               f"{(': ' + ', '.join(grower.failed)) if grower.failed else ''}, {len(grower.interrupted)} stopped "
+               f"at the deadline, {len(grower.todo)} not started")
+    return 1 if grower.failed else 0
+
+
+def list_units(args: argparse.Namespace) -> int:
+    config, studies = _load(args.budget, args.run_config, args.study)
+    found = units(studies, config)
+    counts = {"recorded": 0, "stale": 0, "missing": 0}
+    for unit in found:
+        problems = unit.problems(studies, config, args.records)
+        state = "stale" if any("stale" in p or "damaged" in p for p in problems) else (
+            "missing" if problems else "recorded")
+        counts[state] += 1
+        print(f"{state:9s} {unit.name}" + (f"  ({problems[0]})" if problems and state == "stale" else ""))
+    print(f"{len(found)} units: " + ", ".join(f"{n} {state}" for state, n in counts.items()))
+    return 0
 
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m rnnrepro.records", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--records", type=Path, default=RECORDS, help="the records folder (default: records)")
+    parser.add_argument("--run-config", type=Path, default=Path("config/config.yaml"),
+                        help="run config whose studies and seeds are used (its budget is replaced)")
     commands = parser.add_subparsers(dest="command", required=True)
+    grow_cmd = commands.add_parser("grow", help="train and record the next unrecorded units of a budget")
+    list_cmd = commands.add_parser("list", help="each unit of a budget: recorded, stale or missing")
+    for command in (grow_cmd, list_cmd):
+        command.add_argument("--budget", required=True)
+        command.add_argument("--study", action="append", help="only this study (repeatable)")
+    grow_cmd.add_argument("--minutes", type=float, required=True, help="start no unit after this many minutes, "
+                          "and stop the running ones then (they resume from their checkpoints)")
+    grow_cmd.add_argument("--jobs", type=int, default=2, help="units side by side (default 2)")
+    grow_cmd.add_argument("--threads", type=int, default=1, help="CPU threads per unit (default 1)")
+    grow_cmd.add_argument("--config", nargs="*", default=[], metavar="KEY=VALUE",
+                          help="more run-config values for Snakemake, e.g. data_mirror=DIR device=cpu")
+    grow_cmd.add_argument("--commit", action="store_true", help="git-commit each unit's records as it is packed")
     pack_cmd = commands.add_parser("pack", help="record the small files of every finished real-data run")
-    pack_cmd.add_argument("--runs", type=Path, default=RESULTS / "runs")
-    pack_cmd.add_argument("--records", type=Path, default=RECORDS)
+    pack_cmd.add_argument("--budget", help="only this budget (default: every budget with a results tree)")
     pack_cmd.add_argument("--include-synthetic", action="store_true",
                           help="also record runs on synthetic corpora (to try rendering on smoke runs)")
     render_cmd = commands.add_parser("render", help="tables, figures and the scorecard from one budget's records")
-    render_cmd.add_argument("--budget", required=True, choices=["paper", "reduced", "smoke"])
-    render_cmd.add_argument("--records", type=Path, default=RECORDS)
-    render_cmd.add_argument("--config", type=Path, default=Path("config/config.yaml"),
-                            help="run config whose studies and seeds are rendered (its budget is replaced)")
+    render_cmd.add_argument("--budget", required=True, action="append",
+                            help="a recorded budget (repeatable: each is rendered into its own results tree)")
     args = parser.parse_args(argv)
     try:
+        if args.command == "grow":
+            return grow(args)
+        if args.command == "list":
+            return list_units(args)
         if args.command == "pack":
-            packed = pack(args.runs, args.records, args.include_synthetic)
+            packed = pack(args.budget, args.records, args.include_synthetic)
             speed = sum(path.parent.name == "speed" for path in packed)
             print(f"[rnnrepro] recorded {len(packed) - speed} runs and {speed} speed results under {args.records}/")
             return 0
-        status = render(args.budget, args.records, args.config)
+        failed = False
+        for budget in args.budget:
+            status = render(budget, args.records, args.run_config)
+            for key, state in status.items():
+                print(f"{budget}:{key:32s} {state}")
+            failed |= any(state.startswith("failed") for state in status.values())
+        shown = render_by_budget()
+        print(f"{'all:claims_by_budget':40s} {BY_BUDGET[1]} ({', '.join(shown)})")
+        return 1 if failed else 0
     except (ConfigError, FileNotFoundError, FileExistsError, RuntimeError, ValueError) as error:
         print(f"[rnnrepro] error: {error}", file=sys.stderr)
         return 1
-    for key, state in status.items():
-        print(f"{key:32s} {state}")
-    return 1 if any(state.startswith("failed") for state in status.values()) else 0
 
 
 if __name__ == "__main__":

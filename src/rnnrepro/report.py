@@ -77,7 +77,7 @@ def _data_lines(study: dict, config: dict, artifact: str) -> list[str]:
     return [f"Data: {data}.",
             f"Training cells: {len(cells)} ({len(models)} models x {len(fractions)} data fraction(s) "
             f"{', '.join(f'{f} %' for f in fractions)} x seeds {', '.join(map(str, seeds))}), "
-            f"under `results/runs/{study['study']}/`."]
+            f"under `{grid.runs_dir(config['budget'])}/{study['study']}/`."]
 
 
 def _added_cell_lines(study: dict, artifact: str) -> list[str]:
@@ -120,7 +120,8 @@ def artifact_caption(study: dict, config: dict, artifact: str, root: Path) -> st
         *_added_cell_lines(study, artifact),
         paper,
         "",
-        f"Made by `{spec['notebook']}` (executed copy: `results/notebooks/{study['study']}_{artifact}.ipynb`).",
+        f"Made by `{spec['notebook']}` (executed copy: "
+        f"`{grid.results_dir(budget)}/notebooks/{study['study']}_{artifact}.ipynb`).",
     ]
     return as_rst("\n".join(lines) + "\n")
 
@@ -143,5 +144,5 @@ def claims_caption(config: dict, studies: dict[str, dict], root: Path) -> str:
         "Paper values: each claim's paper numbers come from its study file's `paper:` section, and the "
         "claim's `source` there names the place in the paper.",
         "",
-        "Made by `notebooks/claims.py` (executed copy: `results/notebooks/claims.ipynb`).",
+        f"Made by `notebooks/claims.py` (executed copy: `{grid.results_dir(config['budget'])}/notebooks/claims.ipynb`).",
     ]) + "\n")

@@ -1,7 +1,8 @@
 """The grid at a glance: ``python -m rnnrepro.status [--study S] [--budget B] [--format table|csv]``.
 
 One row per training cell (like DVC's ``exp show``): its parameters, its state and its numbers,
-joined from the run folders under ``results/runs/`` and the training logs under ``logs/train/``.
+joined from the budget's run folders (``results/runs/`` for smoke, ``results/<budget>/runs/`` for the
+others) and its training logs (``logs/train/``, ``logs/<budget>/train/``).
 Run it in the repository root, during or after a run (locally or on SLURM: it reads files only).
 The cells are those of the budget's grid (config/config.yaml, or --budget) plus any run folder found.
 
@@ -41,7 +42,6 @@ from .analysis.run_files import DamagedRunFile, read_metrics
 from .configuration import ConfigError, load_run_config, load_study
 from .gpus import DEFAULT_LOCK_DIR, held_leases
 
-LOGS = "logs/train"
 # A log or checkpoint written this recently belongs to a live job: training logs progress at least
 # every 30 s and checkpoints every epoch; the final evaluation of a paper-size model takes minutes.
 RECENT_SECONDS = 600
@@ -77,7 +77,7 @@ class CellStatus:
 
 
 def log_path(cell: grid.Cell) -> Path:
-    return Path(LOGS, cell.study, cell.corpus, cell.model, f"frac{cell.fraction}", f"seed{cell.seed}.log")
+    return Path(grid.logs_dir(cell.budget), "train", f"{cell.key}.log")
 
 
 def grid_cells(config: dict, studies: dict) -> list[grid.Cell]:
@@ -88,13 +88,14 @@ def grid_cells(config: dict, studies: dict) -> list[grid.Cell]:
     return list(dict.fromkeys(cells))
 
 
-def cells_on_disk(root: Path, study_names: list[str]) -> list[grid.Cell]:
+def cells_on_disk(root: Path, study_names: list[str], budget: str) -> list[grid.Cell]:
     cells = []
+    runs = root / grid.runs_dir(budget)
     for study in study_names:
-        for seed_dir in sorted((root / grid.RUNS / study).glob("*/*/frac*/seed*")):
-            corpus, model, frac, seed = seed_dir.relative_to(root / grid.RUNS / study).parts
+        for seed_dir in sorted((runs / study).glob("*/*/frac*/seed*")):
+            corpus, model, frac, seed = seed_dir.relative_to(runs / study).parts
             if frac[4:].isdigit() and seed[4:].isdigit():
-                cells.append(grid.Cell(study, corpus, model, int(frac[4:]), int(seed[4:])))
+                cells.append(grid.Cell(study, corpus, model, int(frac[4:]), int(seed[4:]), budget))
     return cells
 
 
@@ -124,7 +125,7 @@ def training_processes(root: Path) -> set[Path] | None:
             run_dir = (Path(os.readlink(entry / "cwd")) / argv[argv.index("--run-dir") + 1]).resolve()
         except OSError:  # ended meanwhile, or another user's
             continue
-        if run_dir.is_relative_to((root / grid.RUNS).resolve()):
+        if run_dir.is_relative_to((root / grid.RESULTS).resolve()):
             found.add(run_dir)
     return found
 
@@ -256,7 +257,7 @@ def collect(root: Path, study_filter: list[str] | None = None, budget: str | Non
         known = sorted(p.stem for p in (root / "config" / "studies").glob("*.yaml"))
         raise ConfigError(f"--study {', '.join(unknown)}: no such study; the studies are {', '.join(known)}")
     studies = {name: load_study(name, root=root) for name in names}
-    cells = list(dict.fromkeys(grid_cells(config, studies) + cells_on_disk(root, names)))
+    cells = list(dict.fromkeys(grid_cells(config, studies) + cells_on_disk(root, names, config["budget"])))
     live = liveness(root)
     rows = [cell_status(root, cell, grid.dataset_for(studies[cell.study], config, cell.corpus), live)
             for cell in cells]
@@ -293,7 +294,7 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m rnnrepro.status", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--study", action="append", help="only this study (repeatable); default: config's studies")
-    parser.add_argument("--budget", help="whose grid to list (paper, reduced, smoke); default: config/config.yaml's")
+    parser.add_argument("--budget", help="whose grid to list (paper, reduced, cpu, smoke); default: config/config.yaml's")
     parser.add_argument("--format", choices=["table", "csv"], default="table")
     args = parser.parse_args(argv)
     try:

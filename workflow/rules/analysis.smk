@@ -17,7 +17,7 @@ for _study in STUDIES:
                     STUDIES[_study], config, _artifact
                 ),
                 speed=(
-                    f"results/speed/{_study}.json"
+                    f"{RESULTS}/speed/{_study}.json"
                     if STUDIES[_study]["artifacts"][_artifact].get("speed")
                     else []
                 ),
@@ -32,7 +32,7 @@ for _study in STUDIES:
                 ],
                 notebook=_out["notebook"],
             log:
-                f"logs/notebooks/{_study}_{_artifact}.log",
+                f"{LOGS}/notebooks/{_study}_{_artifact}.log",
             conda:
                 ENV
             params:
@@ -64,20 +64,20 @@ rule claims:
         tables=all_tables(),
     output:
         table=report(
-            "results/tables/claims.csv",
+            f"{RESULTS}/tables/claims.csv",
             caption="../report/caption.rst",
             category="Claims scorecard",
             labels={"artifact": "claims", "type": "table", "name": "claims"},
         ),
         figure=report(
-            "results/figures/claims.png",
+            f"{RESULTS}/figures/claims.png",
             caption="../report/caption.rst",
             category="Claims scorecard",
             labels={"artifact": "claims", "type": "figure", "name": "claims"},
         ),
-        notebook="results/notebooks/claims.ipynb",
+        notebook=f"{RESULTS}/notebooks/claims.ipynb",
     log:
-        "logs/notebooks/claims.log",
+        f"{LOGS}/notebooks/claims.log",
     conda:
         ENV
     params:

@@ -13,6 +13,7 @@ from rnnrepro import grid
 from rnnrepro.configuration import ConfigError, load_run_config, load_study
 from rnnrepro.custom_cells import check_custom_cells, export as export_custom_cells
 from rnnrepro.report import artifact_caption, claims_caption
+from rnnrepro.runtime import DEVICE_ENV
 from rnnrepro.analysis.claims import check_claims
 from rnnrepro.data.autocomplete import AUTOCOMPLETE_DATASETS
 from rnnrepro.data.registry import DATASETS
@@ -54,10 +55,38 @@ try:
 except ConfigError as error:
     raise WorkflowError(str(error))
 
+# This budget's results tree and logs: results/ and logs/ for smoke, results/<budget>/ and
+# logs/<budget>/ for the others, so budgets on the same corpus never share a run folder or a table.
+RESULTS = grid.results_dir(config["budget"])
+LOGS = grid.logs_dir(config["budget"])
+# Where and how wide a job runs: the device in the jobs' environment (RNNREPRO_DEVICE, set by the shell
+# prefix below) and the job's threads on its command line, not in its params, so changing either
+# neither reruns a finished job nor discards a resume checkpoint (Snakemake compares params, and
+# compares a rule's shell command before its placeholders are filled in).
+RUNTIME = "--threads {threads}"
+
+
+onstart:
+    # Before the first job of a real run (not a dry run): `device: cuda` on a machine without CUDA would
+    # otherwise fail in every job. Jobs sent to a cluster are checked where they run.
+    if config["device"] == "cuda" and workflow.local_exec:
+        import torch
+
+        if not torch.cuda.is_available():
+            raise WorkflowError(
+                "device: cuda was asked for (config/config.yaml or --config), but this machine has no "
+                "visible CUDA device. Use device=auto (CUDA where there is one, else the CPU) or "
+                "device=cpu; no job was run and no file was changed."
+            )
+
+
 ENV = "../envs/rnnrepro.yaml"
-# Every rule runs the project's modules from this checkout (also inside a conda env).
-# (The prefix is formatted like a shell command: {{ }} escape braces.)
-shell.prefix(f"set -euo pipefail; export PYTHONPATH='{SRC}':${{{{PYTHONPATH:-}}}}; ")
+# Every rule runs the project's modules from this checkout (also inside a conda env), on the run
+# config's device. (The prefix is formatted like a shell command: {{ }} escape braces.)
+shell.prefix(
+    f"set -euo pipefail; export PYTHONPATH='{SRC}':${{{{PYTHONPATH:-}}}}; "
+    f"export {DEVICE_ENV}={config['device']}; "
+)
 
 
 wildcard_constraints:
@@ -74,9 +103,9 @@ wildcard_constraints:
 def artifact_outputs(study, artifact):
     spec = STUDIES[study]["artifacts"][artifact]
     return {
-        "tables": [f"results/tables/{name}.csv" for name in spec["tables"]],
-        "figures": [f"results/figures/{name}.png" for name in spec["figures"]],
-        "notebook": f"results/notebooks/{study}_{artifact}.ipynb",
+        "tables": [f"{RESULTS}/tables/{name}.csv" for name in spec["tables"]],
+        "figures": [f"{RESULTS}/figures/{name}.png" for name in spec["figures"]],
+        "notebook": f"{RESULTS}/notebooks/{study}_{artifact}.ipynb",
     }
 
 
@@ -99,9 +128,9 @@ def all_artifacts():
             targets += out["tables"] + out["figures"] + [out["notebook"]]
     # the claims scorecard (rule claims in analysis.smk)
     return targets + [
-        "results/tables/claims.csv",
-        "results/figures/claims.png",
-        "results/notebooks/claims.ipynb",
+        f"{RESULTS}/tables/claims.csv",
+        f"{RESULTS}/figures/claims.png",
+        f"{RESULTS}/notebooks/claims.ipynb",
     ]
 
 
@@ -122,6 +151,7 @@ def cell_of(wildcards):
         wildcards.model,
         int(wildcards.fraction),
         int(wildcards.seed),
+        config["budget"],
     )
 
 
@@ -196,15 +226,15 @@ def speed_settings(wildcards):
         model: grid.resolve_cell(
             study,
             config,
-            grid.Cell(wildcards.study, data_key, model, 100, config["seeds"][0]),
+            grid.Cell(
+                wildcards.study,
+                data_key,
+                model,
+                100,
+                config["seeds"][0],
+                config["budget"],
+            ),
         )
         for model in settings["models"]
     }
-    return json.dumps(
-        {
-            **settings,
-            "cells": cells,
-            "device": config["device"],
-            "threads": config["threads"],
-        }
-    )
+    return json.dumps({**settings, "cells": cells})

@@ -12,9 +12,9 @@ rule evaluate_cell:
     input:
         unpack(evaluation_inputs),
     output:
-        "results/runs/{study}/{corpus}/{model}/frac{fraction}/seed{seed}/{evaluation}.json",
+        f"{RESULTS}/runs/{{study}}/{{corpus}}/{{model}}/frac{{fraction}}/seed{{seed}}/{{evaluation}}.json",
     log:
-        "logs/evaluate/{study}/{corpus}/{model}/frac{fraction}/seed{seed}/{evaluation}.log",
+        f"{LOGS}/evaluate/{{study}}/{{corpus}}/{{model}}/frac{{fraction}}/seed{{seed}}/{{evaluation}}.log",
     wildcard_constraints:
         # only declared names, so a run folder's config.json or metrics.json never matches
         evaluation=one_of(evaluation_names(STUDIES)) or "(?!)",
@@ -27,5 +27,6 @@ rule evaluate_cell:
         run_dir=lambda wildcards, input: Path(input.model).parent,
         config=evaluation_config,
     shell:
-        "python -m rnnrepro.gpus run -- python -m rnnrepro.evaluation --run-dir {params.run_dir} "
-        "--name {wildcards.evaluation} --config {params.config:q} --output {output} > {log} 2>&1"
+        "python -m rnnrepro.gpus run -- python -m rnnrepro.evaluation --run-dir {params.run_dir:q} "
+        "--name {wildcards.evaluation} --config {params.config:q} --output {output:q} "
+        f"{RUNTIME} > {{log:q}} 2>&1"

@@ -7,9 +7,9 @@ rule speed:
     input:
         study="config/studies/{study}.yaml",
     output:
-        "results/speed/{study}.json",
+        f"{RESULTS}/speed/{{study}}.json",
     log:
-        "logs/speed/{study}.log",
+        f"{LOGS}/speed/{{study}}.log",
     wildcard_constraints:
         study=one_of(speed_studies()) if speed_studies() else "(?!)",
     conda:
@@ -21,4 +21,4 @@ rule speed:
         settings=speed_settings,
     shell:
         "python -m rnnrepro.gpus run -- python -m rnnrepro.analysis.lrn speed --settings {params.settings:q} "
-        "--output {output} > {log} 2>&1"
+        f"--output {{output:q}} {RUNTIME} > {{log:q}} 2>&1"

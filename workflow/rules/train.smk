@@ -5,12 +5,12 @@ rule train_cell:
     input:
         unpack(train_inputs),
     output:
-        config="results/runs/{study}/{corpus}/{model}/frac{fraction}/seed{seed}/config.json",
-        history="results/runs/{study}/{corpus}/{model}/frac{fraction}/seed{seed}/history.csv",
-        metrics="results/runs/{study}/{corpus}/{model}/frac{fraction}/seed{seed}/metrics.json",
-        model="results/runs/{study}/{corpus}/{model}/frac{fraction}/seed{seed}/model.pt",
+        config=f"{RESULTS}/runs/{{study}}/{{corpus}}/{{model}}/frac{{fraction}}/seed{{seed}}/config.json",
+        history=f"{RESULTS}/runs/{{study}}/{{corpus}}/{{model}}/frac{{fraction}}/seed{{seed}}/history.csv",
+        metrics=f"{RESULTS}/runs/{{study}}/{{corpus}}/{{model}}/frac{{fraction}}/seed{{seed}}/metrics.json",
+        model=f"{RESULTS}/runs/{{study}}/{{corpus}}/{{model}}/frac{{fraction}}/seed{{seed}}/model.pt",
     log:
-        "logs/train/{study}/{corpus}/{model}/frac{fraction}/seed{seed}.log",
+        f"{LOGS}/train/{{study}}/{{corpus}}/{{model}}/frac{{fraction}}/seed{{seed}}.log",
     conda:
         ENV
     threads: config["threads"]
@@ -20,4 +20,5 @@ rule train_cell:
         run_dir=lambda wildcards, output: Path(output.metrics).parent,
         config=cell_config,
     shell:
-        "python -m rnnrepro.gpus run -- python -m rnnrepro.train --run-dir {params.run_dir} --config {params.config:q} > {log} 2>&1"
+        "python -m rnnrepro.gpus run -- python -m rnnrepro.train --run-dir {params.run_dir:q} "
+        f"--config {{params.config:q}} {RUNTIME} > {{log:q}} 2>&1"

@@ -12,7 +12,7 @@ import torch
 from .. import grid
 from ..data.autocomplete import AUTOCOMPLETE_DATASETS, INPUT_SYMBOLS, load_classes, load_split
 from ..train.autocomplete import batch_tensors, build_model
-from .results import paper_values, summarise_seeds
+from .results import paper_values, samples_text, summarise_seeds
 
 COUNTED = ("embedding", "recurrent", "dense", "total")
 
@@ -53,7 +53,8 @@ def test_table(cells: pd.DataFrame, study: dict, artifact: str) -> pd.DataFrame:
     cells = cells.assign(test_accuracy_pct=100 * cells["test_accuracy"])
     keys = ["dataset", "corpus", "model"]
     values = ["test_cross_entropy", "test_accuracy_pct"]
-    summary = summarise_seeds(cells, keys, values).rename(columns={v: f"{v}_mean" for v in values})
+    summary = summarise_seeds(cells, keys, values).rename(
+        columns={**{v: f"{v}_mean" for v in values}, **{f"{v}_samples": f"{v}_mean_samples" for v in values}})
     per_seed = cells[[*keys, "seed", "cell", "budget", "params", "iterations", "train_sequences",
                       "seconds_per_1000_sequences", *values]]
     table = (per_seed.merge(summary, on=keys)
@@ -81,8 +82,10 @@ def early_validation_loss(curves: pd.DataFrame, share: float = 1 / 8) -> pd.Data
         early = curve[curve["iteration"] >= share * curve["iteration"].max()].iloc[0]
         rows.append({"model": model, "seed": seed, "early_iteration": int(early["iteration"]),
                      "early_val_loss": float(early["val_loss"])})
-    table = pd.DataFrame(rows)
-    return table.assign(early_val_loss_mean=table.groupby("model")["early_val_loss"].transform("mean"))
+    table = pd.DataFrame(rows).sort_values(["model", "seed"], kind="stable")
+    by_model = table.groupby("model", sort=False)["early_val_loss"]
+    return table.assign(early_val_loss_mean=by_model.transform("mean"),
+                        early_val_loss_mean_samples=by_model.transform(samples_text)).sort_index()
 
 
 @torch.no_grad()

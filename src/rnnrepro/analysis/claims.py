@@ -4,11 +4,22 @@ A claim (``claims:`` in config/studies/<study>.yaml, format in docs/claims.md) n
 column, a check kind and row selectors. Each claim (times each combination of its ``per`` values)
 gets one verdict:
 
-- ``held`` / ``not held``: the check on our numbers (at the ``paper`` budget also every row within the
-  claim's ``tolerance`` of the paper's number);
+- ``held`` / ``not held`` / ``inconclusive`` by the seed rule below (at the ``paper`` budget a held
+  claim also needs every row within the claim's ``tolerance`` of the paper's number);
 - ``not tested``, with the reason: a row trained on synthetic data (the smoke budget), a budget the
-  claim lists as unable to answer it (quoting the GPU-hours that would), or a row the budget's grid
-  leaves out.
+  claim lists as unable to answer it (quoting the GPU-hours that would), a row the budget's grid
+  leaves out, or a table that could not be built (the reason why).
+
+The seed rule. A row's samples are its per-seed values (a table's ``<value>_samples`` column, or one
+table row per seed); two rows compare as *below* when every sample of the first is below every sample
+of the second, *above* when every one is above, and *overlapping* otherwise. For 3 seeds against 3,
+"every sample below" is a one-sided rank-sum (Mann-Whitney) p of 1/20 = 0.05. A check is split into
+the pairs it needs (``less_than``: the two rows; ``increasing``: each row and the next; ``lowest``: the
+first row and each other one): ``held`` when every pair goes the claimed way, ``not held`` when some
+pair goes the other way, ``inconclusive`` otherwise. With one sample per row the comparison is that of
+the two numbers and the verdict says "1 seed"; a value that is not a training outcome (an exact
+parameter count, a speed measurement) has one sample by nature. Beside each verdict: the mean
+difference of each pair and the largest seed-to-seed standard deviation among the rows (``spread``).
 
 The same check is also run on the paper's own numbers (``paper_check``), which catches a claim that
 misreads its source. No torch here: the scorecard reads CSV tables only.
@@ -28,14 +39,16 @@ from ..configuration import ConfigError
 from ..data.autocomplete import AUTOCOMPLETE_DATASETS
 from ..data.registry import DATASETS
 
-HELD, NOT_HELD, NOT_TESTED = "held", "not held", "not tested"
-DEFAULT_TESTABLE = ["reduced", "paper"]
+HELD, NOT_HELD, INCONCLUSIVE, NOT_TESTED = "held", "not held", "inconclusive", "not tested"
+DEFAULT_TESTABLE = ["cpu", "reduced", "paper"]
 # check kind -> number of rows it takes (None: two or more)
 ROW_COUNTS = {"less_than": 2, "greater_than": 2, "increasing": None, "decreasing": None,
               "lowest": None, "highest": None, "closer_to_paper": 2}
 SYMBOLS = {"less_than": "<", "greater_than": ">", "increasing": "<", "decreasing": ">"}
 COLUMNS = ["study", "claim", "statement", "source", "table", "value", "paper", "ours", "verdict", "reason",
-           "paper_check", "budget", "data", "seeds"]
+           "difference", "spread", "samples", "scale", "paper_check", "budget", "data", "seeds"]
+# check kind -> the pairs (indices into the claim's rows) it needs, and the way each must go
+BELOW, ABOVE, OVERLAP = "below", "above", "overlapping"
 
 
 class ClaimError(ValueError):
@@ -136,24 +149,65 @@ def select(table: pd.DataFrame, selector: dict, column: str, where: str) -> floa
     return float(distinct[0]) if len(distinct) else math.nan
 
 
-def check_holds(kind: str, values: list[float], reference: float | None = None) -> bool:
-    """Whether the check holds on these values (in the claim's row order)."""
-    first, others = values[0], values[1:]
-    if kind == "less_than":
-        return values[0] < values[1]
+def samples_of(table: pd.DataFrame, selector: dict, column: str, where: str) -> list[float] | None:
+    """The per-seed values of ``column`` in the rows matching ``selector`` (None when no row matches):
+    the rows' ``<column>_samples`` (``v1;v2;...``) where the table has it, else one value per row where
+    the rows are one per seed, else the one value they share."""
+    rows = table.loc[_matches(table, selector)] if all(c in table.columns for c in selector) else None
+    if rows is not None and not rows.empty and column in table.columns:
+        if f"{column}_samples" in table.columns:
+            texts = rows[f"{column}_samples"].dropna().astype(str).unique()
+            if len(texts) == 1:
+                return [float(v) for v in texts[0].split(";") if v]
+        elif "seed" in table.columns and len(rows) > 1 and rows["seed"].nunique() == len(rows):
+            return [float(v) for v in rows.sort_values("seed")[column]]
+    value = select(table, selector, column, where)
+    return None if value is None else [value]
+
+
+def compare(first: list[float], second: list[float]) -> str:
+    """BELOW when every sample of ``first`` is below every sample of ``second``, ABOVE when every one is
+    above, OVERLAP otherwise (ties included)."""
+    if max(first) < min(second):
+        return BELOW
+    if min(first) > max(second):
+        return ABOVE
+    return OVERLAP
+
+
+def pairs_needed(kind: str, rows: int) -> list[tuple[int, int, str]]:
+    """The (first, second, way) comparisons a check is made of."""
+    if kind == "less_than" or kind == "closer_to_paper":
+        return [(0, 1, BELOW)]
     if kind == "greater_than":
-        return values[0] > values[1]
+        return [(0, 1, ABOVE)]
     if kind == "increasing":
-        return all(a < b for a, b in zip(values, values[1:]))
+        return [(i, i + 1, BELOW) for i in range(rows - 1)]
     if kind == "decreasing":
-        return all(a > b for a, b in zip(values, values[1:]))
+        return [(i, i + 1, ABOVE) for i in range(rows - 1)]
     if kind == "lowest":
-        return all(first < other for other in others)
+        return [(0, i, BELOW) for i in range(1, rows)]
     if kind == "highest":
-        return all(first > other for other in others)
-    if kind == "closer_to_paper":
-        return abs(values[0] - reference) < abs(values[1] - reference)
+        return [(0, i, ABOVE) for i in range(1, rows)]
     raise ClaimError(f"unknown check kind {kind!r} (known: {', '.join(ROW_COUNTS)})")
+
+
+def seed_verdict(kind: str, samples: list[list[float]], reference: float | None = None) -> str:
+    """HELD, NOT_HELD or INCONCLUSIVE for these per-row samples (the module docstring's seed rule)."""
+    if kind == "closer_to_paper":
+        samples = [[abs(v - reference) for v in row] for row in samples]
+    ways = [(compare(samples[a], samples[b]), way) for a, b, way in pairs_needed(kind, len(samples))]
+    if all(found == way for found, way in ways):
+        return HELD
+    if any(found not in (way, OVERLAP) for found, way in ways):
+        return NOT_HELD
+    return INCONCLUSIVE
+
+
+def check_holds(kind: str, values: list[float], reference: float | None = None) -> bool:
+    """Whether the check holds on these values (in the claim's row order): the seed rule with one
+    sample per row, so a tie does not hold."""
+    return seed_verdict(kind, [[v] for v in values], reference) == HELD
 
 
 def _number(value: float) -> str:
@@ -192,19 +246,37 @@ def _artifact_of(study: dict, table: str) -> str:
 def _provenance(study: dict, config: dict, case: Case) -> tuple[str, str]:
     """The data a case's rows were trained on (``real`` or ``synthetic (corpora)``) and the seeds."""
     artifact = _artifact_of(study, case.claim["table"])
-    spec = {**study["artifacts"][artifact], **grid.budget_of(study, config).get("artifacts", {}).get(artifact, {})}
+    spec = grid.artifact_spec(study, config, artifact)
     named = {row["dataset"] for row in case.rows if "dataset" in row} & set(spec["datasets"])
     datasets = sorted(named) or spec["datasets"]
     corpora = sorted({grid.corpus_for(study, config, d) for d in datasets})
     synthetic = [c for c in corpora if is_synthetic(c)]
     data = f"synthetic ({', '.join(synthetic)})" if synthetic else "real"
-    seeds = ",".join(str(s) for s in spec.get("seeds", config["seeds"]))
+    seeds = ",".join(str(s) for s in spec["seeds"])
     return data, seeds
 
 
 def _gpu_hours(study: dict, claim: dict, budget: str) -> str:
-    hours = claim.get("gpu_hours", study["budgets"][budget].get("gpu_hours"))
-    return f"about {hours:g} GPU-hours on one H100" if hours else "GPU-hours not estimated"
+    """The cost of the claim's cells at ``budget``: GPU-hours on one H100, or wall hours on a 2-core CPU."""
+    spec = study["budgets"].get(budget, {})
+    hours = claim.get("gpu_hours", spec.get("gpu_hours"))
+    if hours:
+        return f"about {hours:g} GPU-hours on one H100"
+    if spec.get("cpu_hours"):
+        return f"about {spec['cpu_hours']:g} hours of its grid on a 2-core CPU"
+    return "GPU-hours not estimated"
+
+
+def _spread(samples: list[list[float]]) -> float:
+    """The largest seed-to-seed standard deviation among the rows (NaN with one seed each)."""
+    spreads = [pd.Series(row).std() for row in samples if len(row) > 1]
+    return max(spreads) if spreads else math.nan
+
+
+def _differences(kind: str, samples: list[list[float]]) -> str:
+    """The mean difference of each pair the check needs (first minus second)."""
+    means = [sum(row) / len(row) for row in samples]
+    return "; ".join(f"{means[a] - means[b]:+.4g}" for a, b, _ in pairs_needed(kind, len(samples)))
 
 
 def evaluate_case(study: dict, config: dict, table: pd.DataFrame, case: Case) -> dict:
@@ -213,7 +285,8 @@ def evaluate_case(study: dict, config: dict, table: pd.DataFrame, case: Case) ->
     data, seeds = _provenance(study, config, case)
     kind = claim["check"]
     paper_column = case.paper_column
-    ours = [select(table, row, claim["value"], where) for row in case.rows]
+    samples = [samples_of(table, row, claim["value"], where) for row in case.rows]
+    ours = [None if s is None else sum(s) / len(s) for s in samples]
     found = [select(table, row, paper_column, where) if paper_column in table.columns else math.nan
              for row in case.rows]
     paper = [math.nan if v is None else v for v in found]
@@ -225,6 +298,8 @@ def evaluate_case(study: dict, config: dict, table: pd.DataFrame, case: Case) ->
            "paper": (f"{_label(claim['paper_row'])} {_number(reference)}" if case.paper_row is not None
                      else _describe(case, paper)),
            "ours": _describe(case, [math.nan if v is None else v for v in ours]),
+           "difference": "", "spread": math.nan, "samples": "",
+           "scale": scale(study, config, table, case),
            "paper_check": _paper_check(kind, found)}
     testable = claim.get("testable", DEFAULT_TESTABLE)
 
@@ -241,9 +316,21 @@ def evaluate_case(study: dict, config: dict, table: pd.DataFrame, case: Case) ->
         return verdict(NOT_TESTED, f"no result for {'; '.join(absent)} in {claim['table']} at this budget")
     if kind == "closer_to_paper" and (reference is None or math.isnan(reference)):
         return verdict(NOT_TESTED, f"no paper number for {_label(claim['paper_row'])} in {claim['table']}")
+    counts = [len(s) for s in samples]
+    row.update(samples=" v ".join(map(str, counts)), difference=_differences(kind, samples) if kind != "closer_to_paper"
+               else _differences("less_than", [[abs(v - reference) for v in s] for s in samples]),
+               spread=_spread(samples))
     relation = SYMBOLS.get(kind, kind.replace("_", " "))
-    if not check_holds(kind, ours, reference):
-        return verdict(NOT_HELD, f"the check ({relation}) fails on our numbers")
+    outcome = seed_verdict(kind, samples, reference)
+    evidence = ("1 seed" if max(counts) == 1 else
+                f"{min(counts)}-{max(counts)} seeds per row" if min(counts) != max(counts) else f"{counts[0]} seeds per row")
+    if outcome == NOT_HELD:
+        return verdict(NOT_HELD, f"the check ({relation}) fails on our numbers ({evidence}: every seed of a "
+                                 f"needed pair goes the other way)" if max(counts) > 1 else
+                       f"the check ({relation}) fails on our numbers (1 seed)")
+    if outcome == INCONCLUSIVE:
+        return verdict(INCONCLUSIVE, f"the seeds of a needed pair overlap ({evidence}): the difference is within "
+                                     f"their seed-to-seed spread")
     tolerance = claim.get("tolerance")
     if budget == "paper" and tolerance:
         outside = [f"{_label(r)} {_number(o)} against the paper's {_number(p)}"
@@ -251,13 +338,51 @@ def evaluate_case(study: dict, config: dict, table: pd.DataFrame, case: Case) ->
         if outside:
             return verdict(NOT_HELD, f"the check ({relation}) holds, but beyond ±{_tolerance_text(tolerance)}: "
                                      + "; ".join(outside))
-        return verdict(HELD, f"the check ({relation}) holds, every row within ±{_tolerance_text(tolerance)} "
-                             "of the paper")
-    return verdict(HELD, f"the check ({relation}) holds")
+        return verdict(HELD, f"the check ({relation}) holds ({evidence}), every row within "
+                             f"±{_tolerance_text(tolerance)} of the paper")
+    return verdict(HELD, f"the check ({relation}) holds ({evidence}" +
+                   (": every seed of each needed pair)" if max(counts) > 1 else ")"))
 
 
-def evaluate_study(study: dict, config: dict, tables: dict[str, pd.DataFrame]) -> list[dict]:
-    """Every claim of a study, against its tables (table name -> DataFrame)."""
+def _widths_and_params(study: dict, config: dict, model: str, dataset: str) -> tuple[int, int | None]:
+    arch = grid.architecture(study, config, model, grid.corpus_for(study, config, dataset), dataset)
+    return arch["hidden_size"], arch["param_budget"]
+
+
+def scale(study: dict, config: dict, table: pd.DataFrame, case: Case) -> str:
+    """How big the models behind a case's rows are against the paper's: their width (and, for models
+    sized to a parameter budget or tables with the paper's parameter count, their parameters) as a
+    multiple of the paper's. Empty where the rows are not models of the study."""
+    if "model" not in table.columns:
+        return ""
+    matched = table.loc[pd.concat([_matches(table, row) for row in case.rows], axis=1).any(axis=1)]
+    models = [m for m in dict.fromkeys(matched["model"].astype(str)) if m in study.get("models", {})]
+    dataset = case.per.get("dataset") or (str(matched["dataset"].iloc[0]) if "dataset" in matched and len(matched)
+                                          else None)
+    if not models or dataset is None or dataset == "all":
+        return ""
+    paper = {**config, "budget": "paper"}
+    try:
+        widths, params = [], []
+        for model in models:
+            (ours_w, ours_p), (paper_w, paper_p) = (_widths_and_params(study, c, model, dataset) for c in (config, paper))
+            widths.append(ours_w / paper_w)
+            if ours_p and paper_p:
+                params.append(ours_p / paper_p)
+        if not params and {"params", "paper_params_m"} <= set(matched.columns):
+            params = list((matched["params"] / (matched["paper_params_m"] * 1e6)).dropna())
+    except (ConfigError, KeyError, ZeroDivisionError):
+        return ""
+    if all(abs(w - 1) < 1e-9 for w in widths) and all(abs(p - 1) < 0.05 for p in params):
+        return "paper size"
+    span = lambda xs: f"x{min(xs):.2g}" if max(xs) - min(xs) < 0.005 else f"x{min(xs):.2g}-{max(xs):.2g}"
+    return f"width {span(widths)}" + (f", params {span(params)}" if params else "")
+
+
+def evaluate_study(study: dict, config: dict, tables: dict[str, pd.DataFrame],
+                   unrendered: dict[str, str] | None = None) -> list[dict]:
+    """Every claim of a study, against its tables (table name -> DataFrame). ``unrendered``: why a
+    table could not be built (rendering from recorded runs), table name -> reason."""
     check_claims(study)
     rows = []
     for claim in study.get("claims", []):
@@ -268,25 +393,21 @@ def evaluate_study(study: dict, config: dict, tables: dict[str, pd.DataFrame]) -
         for case in cases(claim):
             data, seeds = _provenance(study, config, case)
             reason = (f"synthetic data {data.removeprefix('synthetic ')}" if data != "real"
-                      else f"table {claim['table']} not built (its runs are not recorded)")
+                      else (unrendered or {}).get(claim["table"], f"table {claim['table']} was not built"))
             rows.append({"study": study["study"], "claim": case.id, "statement": claim["statement"],
                          "source": claim["source"], "table": claim["table"], "value": claim["value"],
                          "paper": "", "ours": "", "verdict": NOT_TESTED, "reason": reason,
+                         "difference": "", "spread": math.nan, "samples": "", "scale": "",
                          "paper_check": "", "budget": config["budget"], "data": data, "seeds": seeds})
     return rows
 
 
-def scorecard(studies: dict[str, dict], config: dict, table_files: list[str]) -> pd.DataFrame:
+def scorecard(studies: dict[str, dict], config: dict, table_files: list[str],
+              unrendered: dict[str, str] | None = None) -> pd.DataFrame:
     """The scorecard of every study: one row per claim case (columns COLUMNS)."""
     tables = {Path(path).stem: pd.read_csv(path) for path in table_files}
-    rows = [row for study in studies.values() for row in evaluate_study(study, config, tables)]
+    rows = [row for study in studies.values() for row in evaluate_study(study, config, tables, unrendered)]
     return pd.DataFrame(rows, columns=COLUMNS)
-
-
-def claim_tables(studies: dict[str, dict]) -> list[str]:
-    """The tables the claims of these studies read (results/tables/<name>.csv)."""
-    return sorted({f"results/tables/{claim['table']}.csv" for study in studies.values()
-                   for claim in study.get("claims", [])})
 
 
 def main(argv=None) -> int:

@@ -92,23 +92,21 @@ def lm_table(metrics_files: list[str], dynamic: pd.DataFrame | None, study: dict
 
 # ---------------------------------------------------------------- speed
 
-def measure_speed(settings: dict) -> dict:
+def measure_speed(settings: dict, device) -> dict:
     """Seconds per training batch of each model's LM and of one of its middle layers (fwd + bwd).
 
     ``settings``: the study's ``speed`` block with, per model, its resolved ``architecture`` and
-    ``recipe`` (the speed rule resolves them like a training cell), plus ``device`` and ``threads``.
+    ``recipe`` (the speed rule resolves them like a training cell). ``device``: where to time them.
     Random tokens, no data: speed does not depend on the text.
     """
     import torch
     import torch.nn.functional as F
 
     from ..cells import build_layer
-    from ..train.common import pick_device, provenance
+    from ..train.common import provenance
     from ..train.language_model import build_model
 
-    torch.set_num_threads(settings["threads"])
     torch.manual_seed(0)
-    device = pick_device(settings["device"])
     batch, bptt, vocab = settings["batch_size"], settings["bptt"], settings["vocab_size"]
 
     def timed(step) -> float:
@@ -154,7 +152,7 @@ def measure_speed(settings: dict) -> dict:
                      "lm_seconds_per_batch": timed(lm_step), "layer_seconds": timed(layer_step),
                      "layer_shape": f"{bptt}x{batch}x{hidden}->{hidden}"})
     meta = {key: settings[key] for key in ("dataset", "vocab_size", "batch_size", "bptt", "warmup", "repeats")}
-    return {"rows": rows, **meta, "threads": settings["threads"], **provenance(device)}
+    return {"rows": rows, **meta, "threads": torch.get_num_threads(), **provenance(device)}
 
 
 def speed_table(speed: dict, study: dict, artifact: str = "speed") -> pd.DataFrame:
@@ -271,13 +269,16 @@ def main(argv=None) -> int:
     speed = sub.add_parser("speed", help="time each model's LM and one layer; write JSON")
     speed.add_argument("--settings", required=True, help="resolved speed settings (JSON text)")
     speed.add_argument("--output", required=True, type=Path)
+    from ..runtime import add_runtime_arguments, start_runtime
+
+    add_runtime_arguments(speed)
     args = parser.parse_args(argv)
     try:
         settings = json.loads(args.settings)
     except json.JSONDecodeError as e:
         print(f"[rnnrepro] error: --settings is not valid JSON ({e})", file=sys.stderr)
         return 1
-    result = measure_speed(settings)
+    result = measure_speed(settings, start_runtime(args))
     # The budget whose shapes were timed: recorded runs (rnnrepro.records) file the result under it.
     budgets = {cell.get("budget") for cell in settings.get("cells", {}).values()}
     if len(budgets) == 1:

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from .results import paper_values, read_cells, summarise_seeds
+from .results import paper_values, read_cells, samples_text, summarise_seeds
 
 # cell id -> the paper's name, in the order of its convergence box plot
 UNIT_LABELS = {"lstm": "LSTM", "gru": "GRU", "grid_lstm": "Grid LSTM", "rhn": "RHN",
@@ -106,7 +106,7 @@ def convergence_table(runs: pd.DataFrame, study: dict) -> pd.DataFrame:
     grouped = pd.concat([pooled, runs]).groupby(["dataset", "model", "cell"], sort=False)["epochs_to_best"]
     table = grouped.agg(runs="count", median_epochs="median", q1_epochs=lambda s: s.quantile(0.25),
                         q3_epochs=lambda s: s.quantile(0.75), min_epochs="min", max_epochs="max",
-                        mean_epochs="mean").reset_index()
+                        mean_epochs="mean", median_epochs_samples=samples_text).reset_index()
     table = table.merge(paper_values(study, "convergence"), on=["dataset", "model"], how="left")
     return _ordered(_labelled(table), study["artifacts"]["convergence"])
 

@@ -47,12 +47,19 @@ def paper_values(study: dict, artifact: str) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def samples_text(values) -> str:
+    """The per-seed values behind a summary, in seed order, as one cell of a CSV (``v1;v2;v3``)."""
+    return ";".join(repr(float(v)) for v in values)
+
+
 def summarise_seeds(cells: pd.DataFrame, keys: list[str], values: list[str]) -> pd.DataFrame:
-    """Mean over seeds of each value, its standard deviation (NaN for one seed) and the seed count."""
-    grouped = cells.groupby(keys, sort=False, dropna=False)  # LSTM rows have no g/K
+    """Mean over seeds of each value, its standard deviation (NaN for one seed), the values of every
+    seed (``<value>_samples``: what the scorecard's verdict rule compares) and the seed count."""
+    grouped = cells.sort_values("seed").groupby(keys, sort=False, dropna=False)  # LSTM rows have no g/K
     out = grouped[values].mean()
     for value in values:
         out[f"{value}_std"] = grouped[value].std()
+        out[f"{value}_samples"] = grouped[value].agg(samples_text)
     out["seeds"] = grouped["seed"].nunique()
     return out.reset_index()
 

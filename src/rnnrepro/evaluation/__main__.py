@@ -1,10 +1,10 @@
 """Run one evaluation over one trained cell:
 
-    python -m rnnrepro.evaluation --run-dir RUN_DIR --name NAME --config SPEC --output FILE
+    python -m rnnrepro.evaluation --run-dir RUN_DIR --name NAME --config SPEC --output FILE --device auto --threads 2
 
 SPEC is the evaluation's resolved settings (JSON text or a .json file) as ``evaluate.smk`` builds them
 from the study file (``rnnrepro.evaluation.plan.evaluation_spec``): ``method`` (dynamic, entropy,
-saliency), that method's settings, ``device`` and ``threads``. RUN_DIR holds the cell's ``model.pt``
+saliency) and that method's settings. RUN_DIR holds the cell's ``model.pt``
 (weights and the config they were trained with); the data are read from that config's ``data`` paths.
 FILE gets one JSON object: the cell's identity, the settings and the method's results
 (docs/evaluation.md lists the keys).
@@ -23,7 +23,8 @@ import torch
 from ..configuration import ConfigError, read_json_argument
 from ..data.corpus import load_corpus
 from ..data.registry import DataError
-from ..train.common import pick_device, provenance
+from ..runtime import add_runtime_arguments, start_runtime
+from ..train.common import provenance
 from ..train.language_model import build_model
 from . import dynamic, entropy, saliency
 from .plan import settings_errors
@@ -39,13 +40,14 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--name", required=True, help="the evaluation's name in the study file")
     parser.add_argument("--config", required=True, help="resolved evaluation settings: JSON text or a .json file")
     parser.add_argument("--output", required=True, type=Path, help="JSON file to write")
+    add_runtime_arguments(parser)
     return parser.parse_args(argv)
 
 
 def read_spec(text: str) -> dict:
     """Parse and check the settings against the study schema's definition of an evaluation."""
     spec, source = read_json_argument(text)
-    run_keys = {"name", "device", "threads"}
+    run_keys = {"name"}
     missing = sorted(run_keys - set(spec))
     if missing:
         raise ConfigError(f"{source}: missing {', '.join(missing)} (build it with rnnrepro.evaluation.plan)")
@@ -71,9 +73,7 @@ def load_trained(run_dir: Path, device: torch.device):
     return model, corpus, cfg
 
 
-def evaluate_cell(run_dir: Path, spec: dict) -> dict:
-    torch.set_num_threads(spec["threads"])
-    device = pick_device(spec["device"])
+def evaluate_cell(run_dir: Path, spec: dict, device: torch.device) -> dict:
     model, corpus, cfg = load_trained(run_dir, device)
     started = time.perf_counter()
     result = RUNNERS[spec["method"]](model, corpus, spec)
@@ -86,7 +86,7 @@ def main(argv=None) -> int:
     args = parse_args(argv)
     try:
         spec = read_spec(args.config)
-        out = evaluate_cell(args.run_dir, spec)
+        out = evaluate_cell(args.run_dir, spec, start_runtime(args))
     except (ConfigError, DataError, FileNotFoundError, ValueError) as e:
         print(f"[rnnrepro] error: {e}", file=sys.stderr)
         return 1

@@ -53,12 +53,11 @@ def check_evaluations(study: dict) -> None:
 
 
 def evaluation_spec(study: dict, config: dict, name: str) -> dict:
-    """The settings of evaluation ``name`` under the run config's budget, with the run's device and threads."""
+    """The settings of evaluation ``name`` under the run config's budget."""
     if name not in study.get("evaluations", {}):
         raise ConfigError(f"study {study['study']!r} declares no evaluation {name!r}")
     override = budget_of(study, config).get("evaluations", {}).get(name, {})
-    return {"name": name, **merged(study["evaluations"][name], override),
-            "device": config["device"], "threads": config["threads"]}
+    return {"name": name, **merged(study["evaluations"][name], override)}
 
 
 def artifact_evaluation_files(study: dict, config: dict, artifact: str) -> list[str]:

@@ -1,7 +1,7 @@
-"""Train one cell: ``python -m rnnrepro.train --run-dir DIR --config CONFIG``.
+"""Train one cell: ``python -m rnnrepro.train --run-dir DIR --config CONFIG --device auto --threads 2``.
 
 CONFIG is the cell's resolved config (JSON text or a path to a JSON file), as the train rule builds it
-from the study file; its ``task`` picks the trainer. Outputs: see the trainer's module
+from the study file; its ``task`` picks the trainer. ``--device`` and ``--threads`` say where it runs. Outputs: see the trainer's module
 (rnnrepro.train.language_model for `lm`, rnnrepro.train.autocomplete for `autocomplete`).
 """
 
@@ -19,6 +19,7 @@ from ..configuration import ConfigError, read_json_argument, validate_cell_confi
 from ..data.registry import DataError
 from .autocomplete import train_autocomplete
 from .checkpoint import DamagedCheckpoint, checkpoint_dir
+from ..runtime import add_runtime_arguments, start_runtime
 from .files import RunFolderError
 from .language_model import train_language_model
 from .loop import TrainingDiverged, TrainingInterrupted
@@ -32,6 +33,7 @@ def parse_args(argv=None) -> argparse.Namespace:
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--run-dir", required=True, type=Path, help="the cell's run folder")
     parser.add_argument("--config", required=True, help="resolved cell config: JSON text or a .json file")
+    add_runtime_arguments(parser)
     return parser.parse_args(argv)
 
 
@@ -55,7 +57,7 @@ def main(argv=None) -> int:
     args = parse_args(argv)
     try:
         cfg = read_config(args.config)
-        TRAINERS[cfg["task"]](args.run_dir, cfg)
+        TRAINERS[cfg["task"]](args.run_dir, cfg, start_runtime(args))
     except (ConfigError, DataError, TrainingDiverged, RunFolderError, DamagedCheckpoint, FileNotFoundError) as e:
         print(f"[rnnrepro] error: {e}", file=sys.stderr)
         return 1

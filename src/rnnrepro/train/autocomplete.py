@@ -202,5 +202,5 @@ class AutocompleteTask:
                 f"{100 * metrics['test_accuracy']:.2f} %")
 
 
-def train_autocomplete(run_dir: Path, cfg: dict) -> dict:
-    return run_cell(run_dir, cfg, AutocompleteTask)
+def train_autocomplete(run_dir: Path, cfg: dict, device: torch.device) -> dict:
+    return run_cell(run_dir, cfg, device, AutocompleteTask)

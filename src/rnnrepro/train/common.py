@@ -5,6 +5,8 @@ from __future__ import annotations
 import csv
 import io
 import json
+import os
+import platform
 import subprocess
 from datetime import datetime, timezone
 from pathlib import Path
@@ -34,22 +36,39 @@ def git_sha() -> str:
         return "unknown"
 
 
+def cpu_model() -> str:
+    """The CPU's model name as the kernel reports it (``platform.processor()`` is empty on Linux)."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def machine(device: torch.device) -> dict:
+    """The hardware a result was measured on: a timing or a wall time means little without it. The
+    load average at the end tells whether other work shared the CPU."""
+    return {"cpu": cpu_model(), "cpus": os.cpu_count(), "threads": torch.get_num_threads(),
+            "gpu": torch.cuda.get_device_name(device) if device.type == "cuda" else None,
+            "load_average": [round(load, 2) for load in os.getloadavg()]}
+
+
 def provenance(device: torch.device) -> dict:
     return {
         "git_sha": git_sha(), "torch_version": torch.__version__, "device": str(device),
         "device_name": torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu",
+        "machine": machine(device),
         "finished_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
     }
 
 
-def start_run(run_dir: Path, cfg: dict) -> torch.device:
-    """Save the resolved config in the run folder; set threads, the seed and the matmul precision;
-    returns the device."""
+def start_run(run_dir: Path, cfg: dict) -> None:
+    """Save the resolved config in the run folder; set the seed and the matmul precision."""
     write_text_atomic(run_dir / "config.json", json.dumps(cfg, indent=2) + "\n")
-    torch.set_num_threads(cfg["threads"])
     torch.manual_seed(cfg["seed"])
     precision.apply(cfg["precision"])
-    return pick_device(cfg["device"])
 
 
 def write_run_outputs(run_dir: Path, cfg: dict, state_dict: dict, history: list[dict], metrics: dict) -> None:

@@ -265,5 +265,5 @@ class LanguageModelTask:
         return f"val ppl {metrics['val_ppl']:.2f}, test ppl {metrics['test_ppl']:.2f}"
 
 
-def train_language_model(run_dir: Path, cfg: dict) -> dict:
-    return run_cell(run_dir, cfg, LanguageModelTask)
+def train_language_model(run_dir: Path, cfg: dict, device: torch.device) -> dict:
+    return run_cell(run_dir, cfg, device, LanguageModelTask)

@@ -314,9 +314,10 @@ class TrainingLoop:
         return metrics
 
 
-def run_cell(run_dir: Path, cfg: dict, make_task) -> dict:
-    """Train one cell: ``make_task(cfg, run_dir, device)`` builds the task (after the seed is set)."""
-    device = start_run(run_dir, cfg)
+def run_cell(run_dir: Path, cfg: dict, device: torch.device, make_task) -> dict:
+    """Train one cell on ``device``: ``make_task(cfg, run_dir, device)`` builds the task (after the seed
+    is set)."""
+    start_run(run_dir, cfg)
     task = make_task(cfg, run_dir, device)
     loop = TrainingLoop(cfg, task, run_dir, device)
     if not loop.try_resume():

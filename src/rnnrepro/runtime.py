@@ -1,0 +1,41 @@
+"""Where and how wide a job runs: ``--device`` and ``--threads`` of the train, evaluation and speed
+commands.
+
+They are not part of a cell's or an evaluation's config, because they do not change what is computed:
+the workflow passes the run config's ``device`` in the jobs' environment (``RNNREPRO_DEVICE``) and the
+job's threads on its command line, never as rule params, so changing either neither reruns a finished
+job (Snakemake compares params) nor discards a resume checkpoint (it compares the cell's config).
+This module imports no torch until a job starts: the Snakefile reads ``DEVICE_ENV`` at parse time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+
+DEVICE_ENV = "RNNREPRO_DEVICE"
+DEVICES = ("auto", "cpu", "cuda")
+
+
+def add_runtime_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--device", choices=DEVICES, default=os.environ.get(DEVICE_ENV) or None,
+                        help=f"auto: CUDA when available, else the CPU (default: ${DEVICE_ENV}, which the "
+                             f"workflow sets from the run config's `device`)")
+    parser.add_argument("--threads", required=True, type=int, help="CPU threads (torch.set_num_threads)")
+
+
+def start_runtime(args: argparse.Namespace):
+    """Apply ``--threads``; returns the torch device of ``--device``."""
+    import torch
+
+    from .configuration import ConfigError
+    from .train.common import pick_device
+
+    if args.device is None:
+        raise ConfigError(f"no device given: pass --device ({', '.join(DEVICES)}) or set {DEVICE_ENV}")
+    if args.device not in DEVICES:
+        raise ConfigError(f"{DEVICE_ENV}={args.device!r}: use one of {', '.join(DEVICES)}")
+    if args.threads < 1:
+        raise ConfigError(f"--threads {args.threads}: give at least 1 (the run config's `threads`)")
+    torch.set_num_threads(args.threads)
+    return pick_device(args.device)
