@@ -4,6 +4,7 @@ large for its perplexity, a full disk or unusable run folder, damaged checkpoint
 import json
 import math
 import os
+import platform
 import re
 import shutil
 import signal
@@ -19,7 +20,7 @@ import torch
 import yaml
 from conftest import finished, numbers, train_cli
 
-from rnnrepro import grid
+from rnnrepro import grid, precision
 from rnnrepro.configuration import REPO_ROOT, ConfigError, load_run_config, load_study, validate_cell_config
 from rnnrepro.data import fetch, prepare
 from rnnrepro.models.language_model import Dropouts, LanguageModel
@@ -366,8 +367,20 @@ def test_precision_flows_from_the_run_config(corpus_dir, reference_run):
     assert metrics["cuda_matmul_fp32"] == metrics["cudnn_rnn_fp32"] == "ieee"
 
 
+def bf16_lstm_unsupported_here() -> str | None:
+    """Why this CPU cannot run the LSTM in bfloat16 (found by trying), or None."""
+    try:
+        precision.check_runs("lstm", {}, 8, 8, "bf16", torch.device("cpu"))
+    except precision.PrecisionUnsupported as e:
+        return str(e)
+    return None
+
+
 def test_bf16_autocast_reaches_the_arithmetic(corpus_dir, tmp_path):
     """bf16 runs the forward passes in bfloat16 (other numbers than fp32) and is recorded."""
+    unsupported = bf16_lstm_unsupported_here()
+    if unsupported:
+        pytest.skip(f"this CPU cannot run the LSTM in bfloat16: {unsupported}")
     dropouts = Dropouts("elementwise", 0.0, 0.0, 0.0, 0.0, 0.0)
     torch.manual_seed(0)
     model = LanguageModel(50, "lstm", 16, 32, 1, False, {}, dropouts)
@@ -381,6 +394,21 @@ def test_bf16_autocast_reaches_the_arithmetic(corpus_dir, tmp_path):
     assert code == 0, err
     metrics = json.loads((tmp_path / "bf16" / "metrics.json").read_text())
     assert metrics["precision"] == "bf16" and metrics["autocast_dtype"] == "bfloat16"
+
+
+@pytest.mark.skipif(platform.machine() not in ("x86_64", "AMD64"), reason="ONEDNN_MAX_CPU_ISA=AVX2 caps x86-64 CPUs")
+def test_bf16_on_a_cpu_without_it_stops_in_one_line(corpus_dir, tmp_path):
+    """On a CPU without AVX-512 (here: oneDNN capped at AVX2) a bf16 LSTM cell stops before it writes
+    anything, in one line naming the cell, the device and the fix, and leaves no checkpoint to resume."""
+    cfg = smoke_config(corpus_dir, "lstm_m1000", epochs=1)
+    cfg["precision"] = "bf16"
+    run_dir = tmp_path / "bf16"
+    code, err = finished(train_cli(run_dir, cfg, env={**os.environ, "ONEDNN_MAX_CPU_ISA": "AVX2"}))
+    assert code == 1, err
+    assert err.count("\n") == 1 and "Traceback" not in err, err
+    assert "model lstm_m1000" in err and "cell 'lstm'" in err and "on cpu" in err and "AVX-512" in err
+    assert "set `precision: fp32`" in err
+    assert not run_dir.exists()
 
 
 def test_stop_flag_is_set_by_sigterm_and_restores_the_handler():

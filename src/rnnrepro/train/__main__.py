@@ -14,11 +14,12 @@ from pathlib import Path
 
 import torch
 
-from .. import gpus
+from .. import gpus, precision
 from ..configuration import ConfigError, read_json_argument, validate_cell_config
 from ..data.registry import DataError
 from .autocomplete import train_autocomplete
 from .checkpoint import DamagedCheckpoint, checkpoint_dir
+from .common import pick_device
 from .files import RunFolderError
 from .language_model import train_language_model
 from .loop import TrainingDiverged, TrainingInterrupted
@@ -40,6 +41,16 @@ def read_config(text: str) -> dict:
     return validate_cell_config(cfg, source)
 
 
+def check_precision(cfg: dict) -> None:
+    """Before anything is written: can this machine run the cell at the config's precision?"""
+    a = cfg["architecture"]
+    try:
+        precision.check_runs(a["cell"], a["cell_options"], a["embedding_size"], a["hidden_size"], cfg["precision"],
+                             pick_device(cfg["device"]))
+    except precision.PrecisionUnsupported as e:
+        raise precision.PrecisionUnsupported(f"model {cfg['model']} of study {cfg['study']}: {e}") from None
+
+
 def out_of_memory_advice(run_dir: Path, error: BaseException) -> str:
     """What to do when the GPU ran out of memory: usually too many cells share it."""
     shared = os.environ.get(gpus.JOBS_PER_GPU_ENV, "").strip() or f"{gpus.DEFAULT_JOBS_PER_GPU} (the default)"
@@ -55,8 +66,10 @@ def main(argv=None) -> int:
     args = parse_args(argv)
     try:
         cfg = read_config(args.config)
+        check_precision(cfg)
         TRAINERS[cfg["task"]](args.run_dir, cfg)
-    except (ConfigError, DataError, TrainingDiverged, RunFolderError, DamagedCheckpoint, FileNotFoundError) as e:
+    except (ConfigError, DataError, TrainingDiverged, RunFolderError, DamagedCheckpoint, FileNotFoundError,
+            precision.PrecisionUnsupported) as e:
         print(f"[rnnrepro] error: {e}", file=sys.stderr)
         return 1
     except torch.OutOfMemoryError as e:
