@@ -1,6 +1,8 @@
 """The training CLI on a synthetic corpus: outputs, learning, resume after a kill, SIGTERM, NaN, a loss too
 large for its perplexity, a full disk or unusable run folder, damaged checkpoints, the precision setting."""
 
+import errno
+import io
 import json
 import math
 import os
@@ -24,7 +26,8 @@ from rnnrepro import grid, precision
 from rnnrepro.configuration import REPO_ROOT, ConfigError, load_run_config, load_study, validate_cell_config
 from rnnrepro.data import fetch, prepare
 from rnnrepro.models.language_model import Dropouts, LanguageModel
-from rnnrepro.train.checkpoint import DamagedCheckpoint
+from rnnrepro.train.checkpoint import DamagedCheckpoint, save_atomic
+from rnnrepro.train.files import RunFolderError, write_atomic
 from rnnrepro.train.language_model import LanguageModelTask, evaluate
 from rnnrepro.train.loop import LARGEST_LOSS, Progress, StopFlag, loss_problem, perplexity
 
@@ -271,30 +274,71 @@ def test_run_folder_that_cannot_be_made_is_named(corpus_dir, tmp_path):
     assert (tmp_path / "results").read_text() == "not a folder"
 
 
+class FullDisk(io.RawIOBase):
+    """A file that takes ``room`` bytes, then fails as a full disk does (ENOSPC)."""
+
+    def __init__(self, file, room: int):
+        self.file, self.room = file, room
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, data) -> int:
+        if len(data) > self.room:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        self.room -= len(data)
+        return self.file.write(data)
+
+
 FULL_DISK = """
-import errno, sys, torch
+import sys, torch
+sys.path.insert(0, "{tests}")
+from test_training import FullDisk
 from rnnrepro.train.__main__ import main
 save, writes = torch.save, []
 def save_on_a_full_disk(obj, f, *args, **kwargs):
     if getattr(f, "name", "").endswith("last.pt.tmp"):
         writes.append(f.name)
-        if len(writes) == {fail_at}:  # half a file, then the disk is full
-            f.write(b"PK" * 1000)
-            raise OSError(errno.ENOSPC, "No space left on device")
+        if len(writes) == {fail_at}:  # 1000 bytes, then the disk is full: torch raises its own RuntimeError
+            return save(obj, FullDisk(f, 1000), *args, **kwargs)
     return save(obj, f, *args, **kwargs)
 torch.save = save_on_a_full_disk
 sys.exit(main(sys.argv[1:]))
 """
 
 
+def test_a_write_failing_for_any_reason_leaves_no_tmp(tmp_path):
+    """torch.save on a full disk raises RuntimeError("... unexpected pos ..."), the ENOSPC only in its
+    chain: still the message of a full disk, naming the file and the fix; the old file stays; another
+    error passes unchanged. No .tmp is left either way."""
+    target = tmp_path / "checkpoint" / "last.pt"
+    save_atomic({"epoch": 1}, target)
+    with pytest.raises(RunFolderError) as full:
+        write_atomic(target, lambda f: torch.save({"weights": torch.zeros(1000)}, FullDisk(f, 1000)))
+    assert str(full.value).startswith(f"cannot write {target}: No space left on device. Free space on the disk "
+                                      f"that holds {target.parent}")
+    assert "unexpected pos" not in str(full.value)
+
+    def broken_writer(f):
+        f.write(b"half")
+        raise ValueError("not a tensor")
+
+    with pytest.raises(ValueError, match="not a tensor"):
+        write_atomic(target, broken_writer)
+    assert sorted(p.name for p in target.parent.iterdir()) == ["last.pt"]
+    assert torch.load(target) == {"epoch": 1}
+
+
 def test_full_disk_keeps_the_last_good_checkpoint(reference_run, tmp_path):
-    """The disk fills while the checkpoint after epoch 2 is written: the error names the file and the fix,
-    the checkpoint after epoch 1 is intact, and a rerun resumes from it to the uninterrupted result."""
+    """The disk fills while the checkpoint after epoch 2 is written (torch raises its RuntimeError, the
+    ENOSPC in its chain): the error names the file and the fix, the checkpoint after epoch 1 is intact,
+    and a rerun resumes from it to the uninterrupted result."""
     _, cfg = reference_run
     run_dir = tmp_path / "full"
     checkpoint_file = run_dir / "checkpoint" / "last.pt"
-    proc = subprocess.run([sys.executable, "-c", FULL_DISK.replace("{fail_at}", "3"), "--run-dir", str(run_dir),
-                           "--config", json.dumps(cfg)], capture_output=True, text=True, timeout=600)
+    script = FULL_DISK.replace("{fail_at}", "3").replace("{tests}", str(Path(__file__).parent))
+    proc = subprocess.run([sys.executable, "-c", script, "--run-dir", str(run_dir), "--config", json.dumps(cfg)],
+                          capture_output=True, text=True, timeout=600)
     assert proc.returncode == 1, proc.stderr
     assert f"cannot write {checkpoint_file}: No space left on device. Free space on the disk" in proc.stderr
     assert "Traceback" not in proc.stderr
