@@ -9,30 +9,33 @@ BIN     := $(abspath $(VENV))/bin
 STAMP   := $(VENV)/.installed
 # Rules call `python`: make it the venv's.
 export PATH := $(BIN):$(PATH)
+# BIN is absolute, so it holds the path of this folder, which may have a space ("my dir/rnnrepro"):
+# the recipes quote every path they give the shell. VENV itself names make targets, which cannot
+# have spaces: keep it relative (the default) or give one without.
 
 .PHONY: smoke test setup clean example
 
 setup: $(STAMP)
 
 $(STAMP): requirements.txt pyproject.toml
-	$(PYTHON3) -m venv $(VENV)
-	$(BIN)/python -m pip install --disable-pip-version-check -q -r requirements.txt
-	$(BIN)/python -m pip install --disable-pip-version-check -q --no-deps -e .
-	touch $@
+	$(PYTHON3) -m venv "$(VENV)"
+	"$(BIN)/python" -m pip install --disable-pip-version-check -q -r requirements.txt
+	"$(BIN)/python" -m pip install --disable-pip-version-check -q --no-deps -e .
+	touch "$@"
 
 # Then the Snakemake report of that run: every table and figure with its caption, in one HTML file.
 smoke: $(STAMP)
-	$(BIN)/snakemake --profile profiles/smoke all
-	$(BIN)/snakemake --profile profiles/smoke --report results/report.html all
+	"$(BIN)/snakemake" --profile profiles/smoke all
+	"$(BIN)/snakemake" --profile profiles/smoke --report results/report.html all
 
 # A cell of your own beside the baselines (docs/custom_cells.md): the minimal gated unit of
 # examples/mgu.py in PRU Table 1 and the LRU accuracy comparison, on the smoke budget (CPU minutes).
 example: $(STAMP)
-	$(BIN)/snakemake --profile profiles/smoke results/tables/pru_table1.csv results/tables/lru_accuracy.csv \
+	"$(BIN)/snakemake" --profile profiles/smoke results/tables/pru_table1.csv results/tables/lru_accuracy.csv \
 		--configfile profiles/smoke/run-config.yaml examples/mgu.yaml
 
 test: $(STAMP)
-	$(BIN)/python -m pytest
+	"$(BIN)/python" -m pytest
 
 clean:
 	rm -rf results logs .snakemake data/processed/synth_*

@@ -13,6 +13,8 @@ import torch
 import torch.nn.functional as F
 
 from conftest import copy_project, snakemake
+from rnnrepro.analysis import lrn, pru
+from rnnrepro.analysis.autocomplete import example_predictions
 from rnnrepro.analysis.run_notebook import run as run_notebook
 from rnnrepro.cells import detach_state
 from rnnrepro.configuration import REPO_ROOT, ConfigError, load_study
@@ -21,6 +23,7 @@ from rnnrepro.evaluation import dynamic, entropy, saliency
 from rnnrepro.evaluation.dynamic import DynamicEvaluator, DynamicSettings, gradient_statistics, static_loss
 from rnnrepro.evaluation.plan import artifact_evaluation_files, check_evaluations, evaluation_spec
 from rnnrepro.models.language_model import LMOutput
+from rnnrepro.train.checkpoint import DamagedCheckpoint
 from rnnrepro.train.language_model import build_model
 
 VOCAB = 12
@@ -383,6 +386,33 @@ def test_cli_names_bad_settings_and_a_missing_model(tmp_path):
     missing = evaluation_cli(run_dir, {"name": "e", "method": "entropy", "split": "valid", "streams": 2},
                              tmp_path / "e.json")
     assert missing.returncode == 1 and "model.pt not found: train the cell first" in missing.stderr
+
+
+def test_cli_names_a_damaged_model(tmp_path):
+    """A truncated model.pt: one line naming the file and the fix, exit status 1, no output file."""
+    run_dir = trained_cell(tmp_path)
+    weights = run_dir / "model.pt"
+    weights.write_bytes(weights.read_bytes()[:-100])
+    result = evaluation_cli(run_dir, {"name": "e", "method": "entropy", "split": "valid", "streams": 2,
+                                      "device": "cpu", "threads": 1}, tmp_path / "e.json")
+    assert result.returncode == 1 and "Traceback" not in result.stderr
+    assert result.stderr.count("\n") == 1, result.stderr
+    assert f"error: {weights} is damaged (" in result.stderr
+    assert "delete it and its metrics.json, then rerun" in result.stderr
+    assert not (tmp_path / "e.json").exists()
+
+
+@pytest.mark.parametrize("read", [
+    lambda run_dir: pru.load_embedding(run_dir),                          # Figure 4
+    lambda run_dir: lrn.load_trained(run_dir / "metrics.json"),            # the LRN gate analysis
+    lambda run_dir: example_predictions(run_dir / "model.pt", 1, 10),       # the autocomplete examples
+], ids=["pru_fig4", "lrn_gates", "nlstm_examples"])
+def test_analyses_name_a_damaged_model(tmp_path, read):
+    run_dir = trained_cell(tmp_path)
+    weights = run_dir / "model.pt"
+    weights.write_bytes(weights.read_bytes()[:-100])
+    with pytest.raises(DamagedCheckpoint, match=rf"^{weights} is damaged .*delete it and its metrics.json"):
+        read(run_dir)
 
 
 def test_paper_budget_dry_run_lists_every_evaluation(tmp_path):

@@ -1,17 +1,23 @@
 """Damaged training results: a notebook (and its rule) stops before running, naming the run folder of
-every damaged metrics.json; a failed notebook's kept copy is removed once the notebook succeeds."""
+every damaged metrics.json; a failed notebook's kept copy is removed once the notebook succeeds; a
+damaged model.pt is named by status and by the notebooks that read weights."""
 
 import json
 import math
 import subprocess
 import sys
+import time
+import zipfile
 from pathlib import Path
 
 import pytest
+import torch
 
+from rnnrepro import grid, status
 from rnnrepro.analysis import run_notebook
 from rnnrepro.analysis.results import read_cells
-from rnnrepro.analysis.run_files import DamagedRunFile, read_metrics
+from rnnrepro.analysis.run_files import DamagedRunFile, check_weights, read_metrics
+from rnnrepro.configuration import REPO_ROOT
 
 METRICS = {"study": "pru", "dataset": "ptb", "corpus": "synth_ptb", "model": "lstm_m1000", "fraction": 100,
            "seed": 1111, "budget": "smoke", "params": 1000, "epochs": 2, "wall_seconds": 3.0,
@@ -108,3 +114,62 @@ def test_failed_notebook_copy_is_removed_after_a_successful_rerun(tmp_path, monk
     run_notebook.run(notebook, tmp_path / "x.ipynb", parameters)
     assert not kept.exists()
     assert (tmp_path / "x.csv").read_text().splitlines()[1].startswith("pru,ptb,synth_ptb,lstm_m1000")
+
+
+# ---- a damaged model.pt ------------------------------------------------------------------------
+
+def save_weights(run_dir: Path) -> Path:
+    """A model.pt as the trainer writes it (config and weights, one torch.save)."""
+    torch.save({"config": CONFIG, "state_dict": {"embedding.weight": torch.zeros(50, 8)}}, run_dir / "model.pt")
+    return run_dir / "model.pt"
+
+
+def truncate(path: Path) -> None:
+    path.write_bytes(path.read_bytes()[:-100])
+
+
+def test_damaged_weights_are_found_from_the_zip_directory(tmp_path):
+    run_dir = run_folder(tmp_path, "lstm_m1000")
+    check_weights(run_dir / "model.pt")  # none (a cell rendered from records/): nothing to check
+    weights = save_weights(run_dir)
+    check_weights(weights)
+    truncate(weights)
+    with pytest.raises(DamagedRunFile, match=rf"^run folder {run_dir}: model.pt is damaged \(not a complete zip "
+                                             rf"archive: .*\); delete it and its metrics.json, then rerun"):
+        check_weights(weights)
+    with zipfile.ZipFile(weights, "w") as archive:
+        archive.writestr("notes.txt", "not weights")
+    with pytest.raises(DamagedRunFile, match="not one torch.save wrote"):
+        check_weights(weights)
+
+
+def test_status_shows_a_finished_cell_with_damaged_weights(tmp_path):
+    cell = grid.Cell("pru", "synth_ptb", "lstm_m1000", 100, 1111)
+    run_dir = tmp_path / cell.run_dir
+    run_dir.mkdir(parents=True)
+    (run_dir / "metrics.json").write_text(json.dumps(METRICS))
+    live = status.Liveness(leased=set(), processes=set(), snakemake=False, now=time.time())
+    assert status.cell_status(tmp_path, cell, "ptb", live).state == "done"  # no weights (rendered from records/)
+    weights = save_weights(run_dir)
+    assert status.cell_status(tmp_path, cell, "ptb", live).state == "done"
+    truncate(weights)
+    row = status.cell_status(tmp_path, cell, "ptb", live)
+    assert row.state == "failed"
+    assert row.note.startswith("model.pt is damaged") and "delete it and its metrics.json" in row.note
+
+
+def test_figure_4_names_a_damaged_model_file(tmp_path):
+    """The Figure 4 notebook reads each cell's weights: a truncated model.pt stops it with exit status 1,
+    naming the file and the fix, not torch's "PytorchStreamReader failed reading zip archive" alone."""
+    (tmp_path / "train.txt").write_text("the cat sat on the mat\n" * 20)
+    run_dir = run_folder(tmp_path, "lstm_m1000")
+    config = dict(CONFIG, data={"dir": str(tmp_path), "train_file": str(tmp_path / "train.txt")})
+    (run_dir / "config.json").write_text(json.dumps(config))
+    weights = save_weights(run_dir)
+    truncate(weights)
+    out = subprocess.run([sys.executable, "-m", "rnnrepro.analysis.run_notebook",
+                          str(REPO_ROOT / "notebooks/pru_fig4.py"), "out/fig4.ipynb", "--study", "pru", "--artifact",
+                          "fig4", "--metrics", str(run_dir / "metrics.json"), "--tables", "out/fig4.csv",
+                          "--figures", "out/fig4.png"], cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 1, out.stderr
+    assert f"{weights} is damaged" in out.stderr and "delete it and its metrics.json, then rerun" in out.stderr

@@ -1,9 +1,12 @@
 """The training CLI on a synthetic corpus: outputs, learning, resume after a kill, SIGTERM, NaN, a loss too
 large for its perplexity, a full disk or unusable run folder, damaged checkpoints, the precision setting."""
 
+import errno
+import io
 import json
 import math
 import os
+import platform
 import re
 import shutil
 import signal
@@ -19,11 +22,12 @@ import torch
 import yaml
 from conftest import finished, numbers, train_cli
 
-from rnnrepro import grid
+from rnnrepro import grid, precision
 from rnnrepro.configuration import REPO_ROOT, ConfigError, load_run_config, load_study, validate_cell_config
 from rnnrepro.data import fetch, prepare
 from rnnrepro.models.language_model import Dropouts, LanguageModel
-from rnnrepro.train.checkpoint import DamagedCheckpoint
+from rnnrepro.train.checkpoint import DamagedCheckpoint, save_atomic
+from rnnrepro.train.files import RunFolderError, write_atomic
 from rnnrepro.train.language_model import LanguageModelTask, evaluate
 from rnnrepro.train.loop import LARGEST_LOSS, Progress, StopFlag, loss_problem, perplexity
 
@@ -270,30 +274,71 @@ def test_run_folder_that_cannot_be_made_is_named(corpus_dir, tmp_path):
     assert (tmp_path / "results").read_text() == "not a folder"
 
 
+class FullDisk(io.RawIOBase):
+    """A file that takes ``room`` bytes, then fails as a full disk does (ENOSPC)."""
+
+    def __init__(self, file, room: int):
+        self.file, self.room = file, room
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, data) -> int:
+        if len(data) > self.room:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        self.room -= len(data)
+        return self.file.write(data)
+
+
 FULL_DISK = """
-import errno, sys, torch
+import sys, torch
+sys.path.insert(0, "{tests}")
+from test_training import FullDisk
 from rnnrepro.train.__main__ import main
 save, writes = torch.save, []
 def save_on_a_full_disk(obj, f, *args, **kwargs):
     if getattr(f, "name", "").endswith("last.pt.tmp"):
         writes.append(f.name)
-        if len(writes) == {fail_at}:  # half a file, then the disk is full
-            f.write(b"PK" * 1000)
-            raise OSError(errno.ENOSPC, "No space left on device")
+        if len(writes) == {fail_at}:  # 1000 bytes, then the disk is full: torch raises its own RuntimeError
+            return save(obj, FullDisk(f, 1000), *args, **kwargs)
     return save(obj, f, *args, **kwargs)
 torch.save = save_on_a_full_disk
 sys.exit(main(sys.argv[1:]))
 """
 
 
+def test_a_write_failing_for_any_reason_leaves_no_tmp(tmp_path):
+    """torch.save on a full disk raises RuntimeError("... unexpected pos ..."), the ENOSPC only in its
+    chain: still the message of a full disk, naming the file and the fix; the old file stays; another
+    error passes unchanged. No .tmp is left either way."""
+    target = tmp_path / "checkpoint" / "last.pt"
+    save_atomic({"epoch": 1}, target)
+    with pytest.raises(RunFolderError) as full:
+        write_atomic(target, lambda f: torch.save({"weights": torch.zeros(1000)}, FullDisk(f, 1000)))
+    assert str(full.value).startswith(f"cannot write {target}: No space left on device. Free space on the disk "
+                                      f"that holds {target.parent}")
+    assert "unexpected pos" not in str(full.value)
+
+    def broken_writer(f):
+        f.write(b"half")
+        raise ValueError("not a tensor")
+
+    with pytest.raises(ValueError, match="not a tensor"):
+        write_atomic(target, broken_writer)
+    assert sorted(p.name for p in target.parent.iterdir()) == ["last.pt"]
+    assert torch.load(target) == {"epoch": 1}
+
+
 def test_full_disk_keeps_the_last_good_checkpoint(reference_run, tmp_path):
-    """The disk fills while the checkpoint after epoch 2 is written: the error names the file and the fix,
-    the checkpoint after epoch 1 is intact, and a rerun resumes from it to the uninterrupted result."""
+    """The disk fills while the checkpoint after epoch 2 is written (torch raises its RuntimeError, the
+    ENOSPC in its chain): the error names the file and the fix, the checkpoint after epoch 1 is intact,
+    and a rerun resumes from it to the uninterrupted result."""
     _, cfg = reference_run
     run_dir = tmp_path / "full"
     checkpoint_file = run_dir / "checkpoint" / "last.pt"
-    proc = subprocess.run([sys.executable, "-c", FULL_DISK.replace("{fail_at}", "3"), "--run-dir", str(run_dir),
-                           "--config", json.dumps(cfg)], capture_output=True, text=True, timeout=600)
+    script = FULL_DISK.replace("{fail_at}", "3").replace("{tests}", str(Path(__file__).parent))
+    proc = subprocess.run([sys.executable, "-c", script, "--run-dir", str(run_dir), "--config", json.dumps(cfg)],
+                          capture_output=True, text=True, timeout=600)
     assert proc.returncode == 1, proc.stderr
     assert f"cannot write {checkpoint_file}: No space left on device. Free space on the disk" in proc.stderr
     assert "Traceback" not in proc.stderr
@@ -366,8 +411,20 @@ def test_precision_flows_from_the_run_config(corpus_dir, reference_run):
     assert metrics["cuda_matmul_fp32"] == metrics["cudnn_rnn_fp32"] == "ieee"
 
 
+def bf16_lstm_unsupported_here() -> str | None:
+    """Why this CPU cannot run the LSTM in bfloat16 (found by trying), or None."""
+    try:
+        precision.check_runs("lstm", {}, 8, 8, "bf16", torch.device("cpu"))
+    except precision.PrecisionUnsupported as e:
+        return str(e)
+    return None
+
+
 def test_bf16_autocast_reaches_the_arithmetic(corpus_dir, tmp_path):
     """bf16 runs the forward passes in bfloat16 (other numbers than fp32) and is recorded."""
+    unsupported = bf16_lstm_unsupported_here()
+    if unsupported:
+        pytest.skip(f"this CPU cannot run the LSTM in bfloat16: {unsupported}")
     dropouts = Dropouts("elementwise", 0.0, 0.0, 0.0, 0.0, 0.0)
     torch.manual_seed(0)
     model = LanguageModel(50, "lstm", 16, 32, 1, False, {}, dropouts)
@@ -381,6 +438,21 @@ def test_bf16_autocast_reaches_the_arithmetic(corpus_dir, tmp_path):
     assert code == 0, err
     metrics = json.loads((tmp_path / "bf16" / "metrics.json").read_text())
     assert metrics["precision"] == "bf16" and metrics["autocast_dtype"] == "bfloat16"
+
+
+@pytest.mark.skipif(platform.machine() not in ("x86_64", "AMD64"), reason="ONEDNN_MAX_CPU_ISA=AVX2 caps x86-64 CPUs")
+def test_bf16_on_a_cpu_without_it_stops_in_one_line(corpus_dir, tmp_path):
+    """On a CPU without AVX-512 (here: oneDNN capped at AVX2) a bf16 LSTM cell stops before it writes
+    anything, in one line naming the cell, the device and the fix, and leaves no checkpoint to resume."""
+    cfg = smoke_config(corpus_dir, "lstm_m1000", epochs=1)
+    cfg["precision"] = "bf16"
+    run_dir = tmp_path / "bf16"
+    code, err = finished(train_cli(run_dir, cfg, env={**os.environ, "ONEDNN_MAX_CPU_ISA": "AVX2"}))
+    assert code == 1, err
+    assert err.count("\n") == 1 and "Traceback" not in err, err
+    assert "model lstm_m1000" in err and "cell 'lstm'" in err and "on cpu" in err and "AVX-512" in err
+    assert "set `precision: fp32`" in err
+    assert not run_dir.exists()
 
 
 def test_stop_flag_is_set_by_sigterm_and_restores_the_handler():

@@ -23,6 +23,7 @@ import dataclasses
 import itertools
 from dataclasses import dataclass
 
+from . import precision
 from .configuration import ConfigError, merged
 from .sizing import hidden_size_for_budget
 
@@ -180,6 +181,10 @@ def resolve_cell(study: dict, config: dict, cell: Cell) -> dict:
         budget.get("recipes", {}).get(recipe_name, {}),
     )
     parent = parent_cell(study, cell)
+    arch = architecture(study, config, cell.model, corpus, dataset)
+    problem = precision.config_problem(arch["cell"], config["precision"], config["device"])
+    if problem:
+        raise ConfigError(f"study {cell.study!r}, model {cell.model!r}: {problem}")
     return {
         "study": cell.study,
         "task": study["task"],
@@ -191,7 +196,7 @@ def resolve_cell(study: dict, config: dict, cell: Cell) -> dict:
         "budget": config["budget"],
         "precision": config["precision"],
         "data": {"dir": f"{PROCESSED}/{corpus}", "train_file": train_file(corpus, cell.fraction)},
-        "architecture": architecture(study, config, cell.model, corpus, dataset),
+        "architecture": arch,
         "recipe_name": recipe_name,
         "recipe": recipe,
         "init_from": f"{parent.run_dir}/model.pt" if parent else None,

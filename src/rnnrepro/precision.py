@@ -21,16 +21,66 @@ oneDNN's own setting, so CPU results are bit-identical to runs made before this 
 Torch >= 2.9 has per-backend ``fp32_precision`` attributes ("ieee" / "tf32"); older versions only the
 ``allow_tf32`` booleans. Mixing the two APIs makes torch raise, so ``apply`` uses the new one wherever
 it exists (torch 2.11 and 2.13 both have it) and the booleans only otherwise.
+
+Which cells run ``bf16`` where (``BF16``): ``fp32`` and ``tf32`` run every cell on every device, but
+bfloat16 autocast does not. What is known without running anything is data here, so the Snakefile
+(which imports no torch) refuses a cell that cannot run ``bf16`` on the configured device when it
+resolves the cell (rnnrepro.grid, in a dry run too). What depends on the machine (oneDNN's bfloat16
+LSTM needs AVX-512) is tried when a training job starts (``check_runs``): a forward and backward pass
+of the cell, two steps of two sequences, under autocast on the job's device; a cell that cannot run
+stops the job with one line naming the cell, the device and ``precision: fp32``.
+
+This module imports torch only inside the functions that need it: the Snakefile imports the table.
 """
 
 from __future__ import annotations
 
 import contextlib
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-import torch
+if TYPE_CHECKING:
+    import torch
 
 PRECISIONS = ("fp32", "tf32", "bf16")
 DEFAULT = "fp32"
+DEVICE_TYPES = ("cpu", "cuda")
+FIX = "set `precision: fp32` (config/config.yaml, or --config precision=fp32) and rerun"
+
+
+class PrecisionUnsupported(RuntimeError):
+    """A cell cannot run the asked precision on the job's device; the message names both and the fix."""
+
+
+@dataclass(frozen=True)
+class Support:
+    """How a cell fares under a precision on one device type."""
+
+    runs: bool | None  # True: on every machine of that type; False: on none; None: on some (tried at job start)
+    why: str = ""  # what it depends on, or what stops it
+
+
+RUNS = Support(True)
+# The cause is in the cell's code, not the device: on a GPU under autocast the fused kernels and CUDA
+# graphs step aside (rnnrepro.cells.gpu) and the same eager loop runs.
+HAND_WRITTEN_BACKWARD = Support(
+    False, "its time loop is an autograd Function with a hand-written backward, which mixes autocast's bfloat16 "
+           "products with its float32 weights and states")
+ONEDNN_LSTM = Support(
+    None, "it runs oneDNN's bfloat16 LSTM, which needs a CPU with AVX-512 (avx512_core or later); AVX2-only "
+          "CPUs lack it")
+NOT_MEASURED_ON_GPU = Support(None, "not yet measured on a GPU")
+
+# bfloat16 autocast by built-in cell and device type, measured on CPUs with torch 2.13 (AVX-512 with
+# bf16 instructions, AVX-512 without, AVX2 only, the latter two through ONEDNN_MAX_CPU_ISA);
+# tests/test_gpu_precision.py checks the CPU column against the machine it runs on. A cell of your
+# own (module:Class) is not listed: the job's start-up check decides.
+BF16: dict[str, dict[str, Support]] = {
+    **{cell: {"cpu": ONEDNN_LSTM, "cuda": NOT_MEASURED_ON_GPU} for cell in ("lstm", "lstm_single_bias", "grid_lstm")},
+    **{cell: {"cpu": RUNS, "cuda": NOT_MEASURED_ON_GPU} for cell in ("gru", "pru", "lrn")},
+    **{cell: {"cpu": HAND_WRITTEN_BACKWARD, "cuda": HAND_WRITTEN_BACKWARD}
+       for cell in ("gru_single_bias", "lru", "ps_lru", "rg_lru", "nested_lstm", "rhn", "atr", "sru")},
+}
 
 
 def _check(name: str) -> str:
@@ -43,6 +93,8 @@ def _check(name: str) -> str:
 
 
 def _has_new_api() -> bool:
+    import torch
+
     cudnn = torch.backends.cudnn
     return (
         hasattr(torch.backends.cuda.matmul, "fp32_precision")
@@ -53,6 +105,8 @@ def _has_new_api() -> bool:
 
 def apply(name: str = DEFAULT) -> None:
     """Set cuBLAS matmul and cuDNN RNN/conv float32 precision for ``name`` (process-wide)."""
+    import torch
+
     _check(name)
     tf32 = name == "tf32"
     if _has_new_api():
@@ -67,6 +121,8 @@ def apply(name: str = DEFAULT) -> None:
 
 def autocast(name: str, device: torch.device | str):
     """The context to run a model's forward pass in: bfloat16 autocast for ``bf16``, else nothing."""
+    import torch
+
     _check(name)
     if name != "bf16":
         return contextlib.nullcontext()
@@ -75,6 +131,8 @@ def autocast(name: str, device: torch.device | str):
 
 def describe(name: str) -> dict:
     """What a run records in metrics.json: the setting and the backend flags actually in force."""
+    import torch
+
     _check(name)
     record = {"precision": name, "autocast_dtype": "bfloat16" if name == "bf16" else None}
     if _has_new_api():
@@ -86,3 +144,63 @@ def describe(name: str) -> dict:
         cudnn_tf32 = "tf32" if torch.backends.cudnn.allow_tf32 else "ieee"
         record["cudnn_rnn_fp32"] = record["cudnn_conv_fp32"] = cudnn_tf32
     return record
+
+
+def _refusal(cell: str, name: str, device: str, why: str) -> str:
+    return f"the recurrent cell {cell!r} cannot run `precision: {name}` on {device}: {why}; {FIX}"
+
+
+def config_problem(cell: str, name: str, device: str) -> str | None:
+    """Why ``cell`` cannot run precision ``name`` on ``device`` (``cpu``, ``cuda`` or ``auto``), where that
+    is known without running it; None where it runs, or where only the machine can tell."""
+    _check(name)
+    if name != "bf16" or cell not in BF16:
+        return None
+    device_types = DEVICE_TYPES if device == "auto" else (device,)
+    if all(BF16[cell][device_type].runs is False for device_type in device_types):
+        return _refusal(cell, name, "any device" if device == "auto" else device, BF16[cell][device_types[0]].why)
+    return None
+
+
+def _device_name(device: torch.device) -> str:
+    import torch
+
+    return f"{device} ({torch.cuda.get_device_name(device)})" if device.type == "cuda" else str(device)
+
+
+def check_runs(cell: str, cell_options: dict, input_size: int, hidden_size: int, name: str,
+               device: torch.device) -> None:
+    """Raise PrecisionUnsupported if one layer of ``cell`` cannot run precision ``name`` on ``device``.
+
+    Tried, not looked up: a forward pass of two steps of two sequences under ``autocast(name)`` and the
+    backward pass to the input, at the layer's own sizes (a cell may constrain them). If the same pass
+    fails without autocast too, the precision is not the cause: nothing is raised, and training reports
+    the error itself. The random number generators are left as they were.
+    """
+    import torch
+
+    from .cells import build_layer
+
+    _check(name)
+    if name != "bf16":
+        return
+
+    def one_pass(precision_name: str) -> None:
+        layer = build_layer(cell, input_size, hidden_size, **cell_options).to(device)
+        x = torch.randn(2, 2, input_size, device=device, requires_grad=True)
+        with autocast(precision_name, device):
+            out, _ = layer(x, layer.init_state(2, device=device))
+        torch.autograd.grad(out.float().sum(), x)
+
+    with torch.random.fork_rng(devices=[device] if device.type == "cuda" else [], device_type=device.type):
+        try:
+            one_pass(name)
+        except Exception as error:  # noqa: BLE001 -- oneDNN, cuDNN and dtype checks raise different types
+            try:
+                one_pass(DEFAULT)
+            except Exception:  # noqa: BLE001 -- not the precision's doing
+                return
+            known = BF16.get(cell, {}).get(device.type)
+            said = str(error).strip().splitlines()[0].split(". ")[0] if str(error).strip() else type(error).__name__
+            why = f"{known.why} ({said})" if known and known.why else said
+            raise PrecisionUnsupported(_refusal(cell, name, _device_name(device), why)) from None

@@ -11,8 +11,8 @@ States:
   running      a live process trains the cell: on this machine, a process whose command line names the
                run folder or that holds the cell's GPU lock; with jobs on other machines (SLURM), while a
                Snakemake runs in this folder, the cell's log or checkpoint changed in the last 10 minutes
-  failed       the log ends in an error (the note is the error line itself), or metrics.json is damaged
-               (the note says how; the file is skipped)
+  failed       the log ends in an error (the note is the error line itself), or metrics.json or model.pt
+               is damaged (the note says how; the file is skipped)
   interrupted  the training process is gone without an error: stopped (SIGTERM, time limit, Ctrl-C) or
                killed (SIGKILL, out of memory, a lost node); a rerun resumes from the checkpoint
   pending      nothing yet
@@ -38,7 +38,7 @@ import yaml
 from tabulate import tabulate
 
 from . import grid
-from .analysis.run_files import DamagedRunFile, read_metrics
+from .analysis.run_files import DamagedRunFile, check_weights, read_metrics
 from .configuration import ConfigError, load_run_config, load_study
 from .gpus import DEFAULT_LOCK_DIR, held_leases
 
@@ -217,6 +217,7 @@ def cell_status(root: Path, cell: grid.Cell, dataset: str, live: Liveness) -> Ce
     if metrics_file.exists():
         try:
             m = read_metrics(metrics_file)
+            check_weights(run_dir / "model.pt")
         except DamagedRunFile as e:  # flagged, and the other cells still listed
             row.state, row.note = "failed", str(e).removeprefix(f"run folder {metrics_file.parent}: ")
             return row

@@ -12,6 +12,7 @@ import torch
 from .. import grid
 from ..data.autocomplete import AUTOCOMPLETE_DATASETS, INPUT_SYMBOLS, load_classes, load_split
 from ..train.autocomplete import batch_tensors, build_model
+from ..train.checkpoint import load_weights
 from .results import paper_values, samples_text, summarise_seeds
 
 COUNTED = ("embedding", "recurrent", "dense", "total")
@@ -95,7 +96,7 @@ def example_predictions(model_file: Path | str, observations: int, max_chars: in
     Returns one dict per observation: ``text`` (its first ``max_chars`` characters), ``target`` and
     ``predicted`` (the word class name at each character).
     """
-    saved = torch.load(model_file, map_location="cpu", weights_only=False)
+    saved = load_weights(Path(model_file), "cpu", "a cell whose predictions this analysis shows")
     cfg = saved["config"]
     folder = Path(cfg["data"]["dir"])
     classes = load_classes(folder)

@@ -236,13 +236,12 @@ def pick_sentences(tokens, vocab: list[str], count: int, min_length: int, max_le
 
 def load_trained(metrics_file: str | Path):
     """(model in eval mode, config, corpus) of a trained cell, from the model.pt beside its metrics.json."""
-    import torch
-
     from ..data.corpus import load_corpus
+    from ..train.checkpoint import load_weights
     from ..train.language_model import build_model
 
     run_dir = Path(metrics_file).parent
-    saved = torch.load(run_dir / "model.pt", map_location="cpu", weights_only=False)
+    saved = load_weights(run_dir / "model.pt", "cpu", "a cell whose gates this analysis reads")
     cfg = saved["config"]
     corpus = load_corpus(Path(cfg["data"]["dir"]), Path(cfg["data"]["train_file"]))
     model = build_model(cfg, len(corpus.vocab))

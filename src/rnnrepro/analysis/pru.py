@@ -184,11 +184,10 @@ def textblob_tags(tokens: list[str]) -> list[str]:
 
 def load_embedding(run_dir: Path):
     """The trained embedding matrix (V x E), the run's config, and its vocabulary (id order)."""
-    import torch
-
     from ..data.preprocess import read_vocab
+    from ..train.checkpoint import load_weights
 
-    saved = torch.load(Path(run_dir) / "model.pt", map_location="cpu", weights_only=False)
+    saved = load_weights(Path(run_dir) / "model.pt", "cpu", "a cell whose embedding this analysis reads")
     cfg = saved["config"]
     vocab = read_vocab(Path(cfg["data"]["dir"]) / "vocab.txt")
     weight = saved["state_dict"]["embedding.weight"]

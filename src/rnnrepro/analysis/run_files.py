@@ -3,12 +3,15 @@
 A notebook that met a damaged file (truncated JSON, a string where a number goes, a missing key)
 used to fail in one of its cells without saying which of its dozens of inputs was wrong. Every file
 is checked here first, against ``workflow/schemas/metrics.schema.yaml`` for the metrics, and the
-error names the run folder and how to rebuild it. No torch, no pandas: ``rnnrepro.status`` uses it.
+error names the run folder and how to rebuild it. A cell's weights (``model.pt``, a zip archive
+written by ``torch.save``) are checked by their zip directory only (``check_weights``): that finds a
+truncated file without reading it whole. No torch, no pandas: ``rnnrepro.status`` uses it.
 """
 
 from __future__ import annotations
 
 import json
+import zipfile
 from pathlib import Path
 
 from ..configuration import schema_problems
@@ -16,6 +19,11 @@ from ..configuration import schema_problems
 
 class DamagedRunFile(ValueError):
     """A run folder's metrics.json or config.json cannot be used; the message says which and what to do."""
+
+
+# What to do about a damaged model.pt: Snakemake retrains a cell whose metrics.json is missing (the
+# finetuning stage and the evaluations say the same, rnnrepro.train.checkpoint.load_weights).
+REBUILD_WEIGHTS = "delete it and its metrics.json, then rerun, and Snakemake rebuilds that cell first"
 
 
 def _rebuild(path: Path) -> str:
@@ -54,6 +62,26 @@ def read_run_config(run_dir: Path | str) -> dict:
         raise DamagedRunFile(f"run folder {path.parent}: {path.name} is damaged: no {', '.join(missing)}. "
                              f"{_rebuild(path.parent / 'metrics.json')}")
     return config
+
+
+def check_weights(path: Path | str) -> None:
+    """Raise DamagedRunFile if a cell's model.pt is there but is not a whole archive of ``torch.save``.
+
+    Only the zip archive's directory at the end of the file is read (a truncated file has none); a
+    missing model.pt is not an error here (cells rendered from records/ have no weights).
+    """
+    path = Path(path)
+    if not path.exists():
+        return
+    try:
+        with zipfile.ZipFile(path) as archive:
+            names = archive.namelist()
+    except zipfile.BadZipFile as e:
+        raise DamagedRunFile(f"run folder {path.parent}: {path.name} is damaged (not a complete zip archive: "
+                             f"{e}); {REBUILD_WEIGHTS}") from None
+    if not any(name == "data.pkl" or name.endswith("/data.pkl") for name in names):
+        raise DamagedRunFile(f"run folder {path.parent}: {path.name} is damaged (a zip archive, but not one "
+                             f"torch.save wrote: no data.pkl); {REBUILD_WEIGHTS}")
 
 
 def check_metrics_files(paths: list[str]) -> list[str]:

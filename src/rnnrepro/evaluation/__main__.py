@@ -24,6 +24,7 @@ from ..configuration import ConfigError, read_json_argument
 from ..data.corpus import load_corpus
 from ..data.registry import DataError
 from ..runtime import add_runtime_arguments, start_runtime
+from ..train.checkpoint import DamagedCheckpoint, load_weights
 from ..train.common import provenance
 from ..train.language_model import build_model
 from . import dynamic, entropy, saliency
@@ -62,7 +63,7 @@ def load_trained(run_dir: Path, device: torch.device):
     path = run_dir / "model.pt"
     if not path.is_file():
         raise FileNotFoundError(f"{path} not found: train the cell first (snakemake {run_dir}/metrics.json)")
-    saved = torch.load(path, map_location=device, weights_only=True)
+    saved = load_weights(path, device, "the cell this evaluation reads")
     cfg = saved["config"]
     if cfg["task"] != "lm":
         raise ConfigError(f"{path}: evaluations need a language model (task lm); this cell's task is {cfg['task']!r}")
@@ -87,7 +88,7 @@ def main(argv=None) -> int:
     try:
         spec = read_spec(args.config)
         out = evaluate_cell(args.run_dir, spec, start_runtime(args))
-    except (ConfigError, DataError, FileNotFoundError, ValueError) as e:
+    except (ConfigError, DataError, FileNotFoundError, ValueError, DamagedCheckpoint) as e:
         print(f"[rnnrepro] error: {e}", file=sys.stderr)
         return 1
     args.output.parent.mkdir(parents=True, exist_ok=True)

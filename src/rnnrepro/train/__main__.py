@@ -14,7 +14,7 @@ from pathlib import Path
 
 import torch
 
-from .. import gpus
+from .. import gpus, precision
 from ..configuration import ConfigError, read_json_argument, validate_cell_config
 from ..data.registry import DataError
 from .autocomplete import train_autocomplete
@@ -42,6 +42,16 @@ def read_config(text: str) -> dict:
     return validate_cell_config(cfg, source)
 
 
+def check_precision(cfg: dict, device: torch.device) -> None:
+    """Before anything is written: can this machine run the cell at the config's precision?"""
+    a = cfg["architecture"]
+    try:
+        precision.check_runs(a["cell"], a["cell_options"], a["embedding_size"], a["hidden_size"], cfg["precision"],
+                             device)
+    except precision.PrecisionUnsupported as e:
+        raise precision.PrecisionUnsupported(f"model {cfg['model']} of study {cfg['study']}: {e}") from None
+
+
 def out_of_memory_advice(run_dir: Path, error: BaseException) -> str:
     """What to do when the GPU ran out of memory: usually too many cells share it."""
     shared = os.environ.get(gpus.JOBS_PER_GPU_ENV, "").strip() or f"{gpus.DEFAULT_JOBS_PER_GPU} (the default)"
@@ -57,8 +67,11 @@ def main(argv=None) -> int:
     args = parse_args(argv)
     try:
         cfg = read_config(args.config)
-        TRAINERS[cfg["task"]](args.run_dir, cfg, start_runtime(args))
-    except (ConfigError, DataError, TrainingDiverged, RunFolderError, DamagedCheckpoint, FileNotFoundError) as e:
+        device = start_runtime(args)
+        check_precision(cfg, device)
+        TRAINERS[cfg["task"]](args.run_dir, cfg, device)
+    except (ConfigError, DataError, TrainingDiverged, RunFolderError, DamagedCheckpoint, FileNotFoundError,
+            precision.PrecisionUnsupported) as e:
         print(f"[rnnrepro] error: {e}", file=sys.stderr)
         return 1
     except torch.OutOfMemoryError as e:

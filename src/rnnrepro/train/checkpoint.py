@@ -7,6 +7,10 @@ holds everything needed to continue bit for bit: weights, optimizer, RNG states,
 task's own state (averaging, BPTT draws, the carried hidden state). A checkpoint written for a
 different config is never resumed. A file that cannot be read back (truncated, overwritten, written
 by another version of the code) is a :class:`DamagedCheckpoint`, which names it.
+
+A finished cell's ``model.pt`` (its config and best weights) is read by whatever builds on it (a
+finetuning cell, the evaluations, the notebooks that read weights) through :func:`load_weights`,
+whose error for a damaged one names the file, what reads it and the fix.
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ from pathlib import Path
 
 import torch
 
+from ..analysis.run_files import REBUILD_WEIGHTS
 from .files import write_atomic
 
 LAST = "last.pt"
@@ -45,11 +50,21 @@ def load(path: Path, device: torch.device, required: tuple[str, ...] = ()):
     except FileNotFoundError:
         raise
     except Exception as e:  # noqa: BLE001 -- truncation and garbage surface as many exception types
-        raise DamagedCheckpoint(path, f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}") from None
+        said = str(e).strip().splitlines()[0].split(". ")[0] if str(e).strip() else ""  # torch adds paragraphs
+        raise DamagedCheckpoint(path, f"{type(e).__name__}: {said}") from None
     missing = [key for key in required if not isinstance(saved, dict) or key not in saved]
     if missing:
         raise DamagedCheckpoint(path, f"it holds no {', '.join(missing)}")
     return saved
+
+
+def load_weights(path: Path, device: torch.device | str, reader: str) -> dict:
+    """A cell's model.pt: ``{"config": ..., "state_dict": ...}``. ``reader`` says what reads it, for the
+    error when it is damaged ("the cell this one finetunes")."""
+    try:
+        return load(path, torch.device(device), ("config", "state_dict"))
+    except DamagedCheckpoint as e:
+        raise DamagedCheckpoint(path, f"{e.cause}; it is the weights of {reader}: {REBUILD_WEIGHTS}") from None
 
 
 def move_aside(path: Path) -> Path:

@@ -3,8 +3,10 @@
 Every file (config.json, checkpoints, model.pt, history.csv, metrics.json) is written to a temporary
 sibling, flushed to disk, and only then renamed over the old one (``os.replace`` is atomic on POSIX):
 a full disk, a folder that cannot be written or a kill mid-write leaves the previous good file as it
-was. A failed write is reported as :class:`RunFolderError`, naming the path and what to do, instead of
-torch's "PytorchStreamWriter failed writing file" or a bare OSError.
+was, and a write that fails with an error removes its ``.tmp`` file. A write that fails for a reason of the operating system (an
+OSError, or an error raised from one: torch wraps a full disk in a RuntimeError) is reported as
+:class:`RunFolderError`, naming the path and what to do, instead of torch's "unexpected pos" or
+"PytorchStreamWriter failed writing file" or a bare OSError.
 """
 
 from __future__ import annotations
@@ -34,6 +36,21 @@ def advice(path: Path, error: OSError) -> str:
     return "Fix the cause above and rerun"
 
 
+def os_error_in(error: BaseException) -> OSError | None:
+    """The first OSError in ``error``'s chain (itself, then what it was raised from or while handling).
+
+    A writer may wrap the operating system's error in its own: ``torch.save`` on a full disk raises
+    RuntimeError("... unexpected pos 175232 vs 175184") with the ENOSPC only as its ``__context__``.
+    """
+    seen = set()
+    while error is not None and id(error) not in seen:
+        if isinstance(error, OSError):
+            return error
+        seen.add(id(error))
+        error = error.__cause__ or error.__context__
+    return None
+
+
 def write_atomic(path: Path, write: Callable[[BinaryIO], None]) -> None:
     """Write ``path`` through ``write(file)``: all of it, or (on any error) none of it."""
     path = Path(path)
@@ -45,12 +62,15 @@ def write_atomic(path: Path, write: Callable[[BinaryIO], None]) -> None:
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
-    except OSError as e:
+    except BaseException as e:  # a half-written .tmp is removed whatever stopped the write, Ctrl-C included
         try:
             tmp.unlink(missing_ok=True)
         except OSError:
             pass  # the folder itself is unusable; the error below names it
-        raise RunFolderError(f"cannot write {path}: {e.strerror or e}. {advice(path, e)}.") from None
+        cause = os_error_in(e) if isinstance(e, Exception) else None
+        if cause is None:
+            raise
+        raise RunFolderError(f"cannot write {path}: {cause.strerror or cause}. {advice(path, cause)}.") from None
 
 
 def write_text_atomic(path: Path, text: str) -> None:

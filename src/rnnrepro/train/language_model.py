@@ -150,13 +150,7 @@ class LanguageModelTask:
         """Finetuning: start from another cell's best weights; they are the first 'best'."""
         if not self.cfg["init_from"]:
             return
-        parent = Path(self.cfg["init_from"])
-        try:
-            saved = checkpoint.load(parent, self.device, ("state_dict",))
-        except checkpoint.DamagedCheckpoint as e:
-            raise checkpoint.DamagedCheckpoint(
-                parent, f"{e.cause}; it is the weights of the cell this one finetunes: delete it and its "
-                        f"metrics.json, then rerun, and Snakemake rebuilds that cell first") from None
+        saved = checkpoint.load_weights(Path(self.cfg["init_from"]), self.device, "the cell this one finetunes")
         self.model.load_state_dict(saved["state_dict"])
         progress.best_val_loss, progress.best_epoch = self._validate(), 0
         self.save_best()
