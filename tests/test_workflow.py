@@ -11,6 +11,7 @@ import pandas as pd
 import pytest
 from conftest import BIN, copy_project, snakemake
 
+from rnnrepro.analysis.claims import declared_columns
 from rnnrepro.configuration import REPO_ROOT, load_study
 
 
@@ -74,6 +75,15 @@ def test_smoke_pipeline_produces_table1(smoke_project):
     assert (smoke_run / "results/figures/pru_table1.png").stat().st_size > 10_000
     executed = json.loads((smoke_run / "results/notebooks/pru_table1.ipynb").read_text())
     assert executed["metadata"]["papermill"]["parameters"]["study"] == "pru"
+
+
+@pytest.mark.slow
+def test_smoke_tables_have_the_columns_their_study_declares(smoke_project):
+    """The claims are checked against the declared columns; every table the smoke run wrote has them."""
+    for study in ("pru", "lru", "nlstm", "lrn"):
+        for table, (artifact, columns) in declared_columns(load_study(study)).items():
+            written = pd.read_csv(smoke_project / f"results/tables/{table}.csv", nrows=0).columns
+            assert sorted(written) == sorted(columns), (study, artifact, table)
 
 
 @pytest.mark.slow
