@@ -118,14 +118,16 @@ def check_custom_cells(custom_cells: dict, studies: dict[str, dict], source: str
         raise ConfigError(f"{source} is invalid:\n  " + "\n  ".join(problems))
     failed = []
     for name, custom in custom_cells.items():
-        sizes = {pair: None for study_name, entry in custom["studies"].items()
-                 for pair in trial_layer_sizes(studies[study_name], _model(studies[study_name], custom, entry))}
+        sizes = dict.fromkeys(pair for study_name, entry in custom["studies"].items()
+                              for pair in trial_layer_sizes(studies[study_name],
+                                                            _model(studies[study_name], custom, entry)))
         problem = next(filter(None, (try_cell(custom["cell"], custom.get("cell_options", {}), *pair)
                                      for pair in sizes)), None)
         if problem:
             failed.append(f"{source}: custom_cells.{name}: {problem}")
     if failed:
-        raise ConfigError("\n".join(failed) + f"\nEach cell was built and run on the CPU as {CONTRACT}.")
+        raise ConfigError("\n".join(failed) + f"\nEach cell was built small on the CPU and run twice on a window of "
+                          f"{TRIAL_STEPS} steps and batch {TRIAL_BATCH}, the state carried; {CONTRACT}.")
 
 
 def trial_layer_sizes(study: dict, model: dict) -> list[tuple[int, int]]:
