@@ -27,7 +27,10 @@ def toy_study(**claim_fields) -> dict:
     return {
         "study": "toy",
         "artifacts": {"t": {"notebook": "notebooks/t.py", "datasets": ["ptb", "wt2"], "models": ["a", "b", "c"],
-                            "fractions": [100], "tables": ["toy_t"], "figures": []}},
+                            "fractions": [100], "tables": ["toy_t"],
+                            "columns": {"toy_t": ["dataset", "model", "test_ppl", "test_ppl_samples",
+                                                  "paper_test_ppl", "seed"]},
+                            "figures": []}},
         "budgets": {"paper": {"gpu_hours": 12}, "reduced": {"gpu_hours": 1}, "cpu": {"cpu_hours": 2},
                     "smoke": {"datasets": {"ptb": "synth_ptb", "wt2": "synth_wt2"}}},
         "claims": [claim],
@@ -177,8 +180,10 @@ def test_rows_that_disagree_are_an_error_naming_the_claim():
 
 
 def test_unknown_column_is_an_error_listing_the_columns():
+    study = toy_study(value="val_ppl")
+    study["artifacts"]["t"]["columns"]["toy_t"].append("val_ppl")  # declared, yet the table lacks it
     with pytest.raises(ClaimError, match=r"no column 'val_ppl'.*columns: dataset, model"):
-        verdicts(toy_study(value="val_ppl"), "reduced", toy_table())
+        verdicts(study, "reduced", toy_table())
 
 
 @pytest.mark.parametrize("change, message", [
@@ -186,12 +191,85 @@ def test_unknown_column_is_an_error_listing_the_columns():
     (lambda c: c["rows"].append({"model": "c"}), r"check less_than takes 2 rows, got 3"),
     (lambda c: c.update(check="closer_to_paper"), r"paper_row: needed by check closer_to_paper"),
     (lambda c: c["rows"][0].update(dataset="ptb"), r"\['dataset'\] both in `per` and in a row selector"),
+    (lambda c: c.update(value="val_ppl"), r"claims.a_beats_b: toy_t has no column 'val_ppl' \(its columns, "
+                                          r"artifacts.t.columns.toy_t: dataset, model, test_ppl, paper_test_ppl\)"),
+    (lambda c: c["rows"][1].update(recipe="awd"), r"claims.a_beats_b: toy_t has no column 'recipe'"),
+    (lambda c: c.update(per={"dataset": ["ptb"], "fraction": [100]}), r"toy_t has no column 'fraction'"),
+    (lambda c: c.update(paper_value="paper_ppl"), r"toy_t has no column 'paper_ppl'"),
 ])
 def test_check_claims_names_the_problem(change, message):
     study = toy_study()
     change(study["claims"][0])
     with pytest.raises(ConfigError, match=message):
         check_claims(study)
+
+
+def test_each_table_declares_its_columns():
+    study = toy_study()
+    study["artifacts"]["t"]["columns"] = {"toy_u": ["model"]}
+    with pytest.raises(ConfigError) as error:
+        check_claims(study)
+    assert "artifacts.t.columns: no entry for its table 'toy_t'" in str(error.value)
+    assert "artifacts.t.columns.toy_u: not one of its tables (toy_t)" in str(error.value)
+
+
+def test_dry_run_stops_on_a_claim_naming_an_undeclared_column(tmp_path):
+    project = copy_project(tmp_path)
+    path = project / "config/studies/pru.yaml"
+    text = path.read_text()
+    claim = "  - id: pru_g4_beats_lstm_standard\n"
+    value = "    value: test_ppl\n"
+    start = text.index(claim)
+    at = text.index(value, start)
+    path.write_text(text[:at] + "    value: test_perplexity\n" + text[at + len(value):])
+    result = snakemake(project, "-n", "results/tables/pru_table1.csv")
+    said = result.stdout + result.stderr
+    assert result.returncode != 0
+    assert "config/studies/pru.yaml is invalid:" in said, said[-2000:]
+    assert "claims.pru_g4_beats_lstm_standard: pru_table1 has no column 'test_perplexity'" in said
+
+
+# A notebook that writes the pru_table1 table with one declared column missing and one undeclared added.
+DRIFTED_NOTEBOOK = """# ---
+# jupyter:
+#   kernelspec:
+#     display_name: Python 3
+#     language: python
+#     name: python3
+# ---
+
+# %% tags=["parameters"]
+study = "pru"
+artifact = "table1"
+tables = []
+figures = []
+
+# %%
+import pandas as pd
+
+from rnnrepro.analysis.claims import declared_columns
+from rnnrepro.configuration import load_study
+
+_, columns = declared_columns(load_study(study))["pru_table1"]
+columns = [c for c in columns if c != "paper_test_ppl"] + ["test_perplexity"]
+pd.DataFrame(columns=columns).to_csv(tables[0], index=False)
+"""
+
+
+def test_a_table_whose_columns_drift_from_the_declaration_is_refused(tmp_path):
+    from rnnrepro.analysis.run_notebook import run
+
+    notebook = tmp_path / "pru_table1.py"
+    notebook.write_text(DRIFTED_NOTEBOOK)
+    table = tmp_path / "results/tables/pru_table1.csv"
+    table.parent.mkdir(parents=True)
+    with pytest.raises(RuntimeError) as error:
+        run(notebook, tmp_path / "pru_table1.ipynb", {"study": "pru", "artifact": "table1", "tables": [str(table)],
+                                                      "figures": []})
+    message = str(error.value)
+    assert "differ from those declared in config/studies/pru.yaml" in message
+    assert ("(artifacts.table1.columns.pru_table1): written, not declared: test_perplexity; "
+            "declared, not written: paper_test_ppl") in message
 
 
 def test_duplicate_claim_ids_are_refused():

@@ -16,7 +16,7 @@ from rnnrepro import grid
 from rnnrepro.analysis.claims import HELD, NOT_HELD, NOT_TESTED, evaluate_study, scorecard
 from rnnrepro.cells import build_layer
 from rnnrepro.configuration import REPO_ROOT, ConfigError, load_run_config, load_study, load_yaml
-from rnnrepro.custom_cells import ENVIRONMENT_VARIABLE, check_custom_cells, export
+from rnnrepro.custom_cells import ENVIRONMENT_VARIABLE, check_custom_cells, export, trial_layer_sizes, try_cell
 from rnnrepro.models.language_model import Dropouts, LanguageModel
 from rnnrepro.models.regularisation import run_with_weight_drop
 from rnnrepro.sizing import RECURRENT_PARAMS, counted_layer_params, hidden_size_for_budget
@@ -120,6 +120,75 @@ def test_bad_custom_cell_names_file_and_key(custom, change, key, message):
     with pytest.raises(ConfigError, match=r"^my_cell\.yaml is invalid:") as error:
         check_custom_cells(custom, studies(), "my_cell.yaml")
     assert f"{key}: " in str(error.value) and message in str(error.value)
+
+
+# Cells that break the layer contract, each in a module of its own (an import is cached by its name).
+BROKEN_CELLS = {
+    "raises": ("    def __init__(self, input_size: int, hidden_size: int):\n"
+               "        raise ValueError('no weights today')\n"),
+    "transposed": ("    def forward(self, x, state):\n        outputs, last = super().forward(x, state)\n"
+                   "        return outputs.transpose(0, 1), last\n"),
+    "narrow": ("    def forward(self, x, state):\n        outputs, last = super().forward(x, state)\n"
+               "        return outputs[..., :-1], last\n"),
+    "state_lost": ("    def forward(self, x, state):\n        outputs, last = super().forward(x, state)\n"
+                   "        return outputs, last[0]\n"),
+}
+
+
+def broken_cell(directory, kind: str, monkeypatch) -> str:
+    """A module ``broken_<kind>`` in ``directory`` (put on sys.path): the MGU with one thing broken."""
+    (directory / f"broken_{kind}.py").write_text(
+        f"from examples.mgu import MGULayer\n\n\nclass BrokenMGU(MGULayer):\n{BROKEN_CELLS[kind]}")
+    monkeypatch.syspath_prepend(str(directory))
+    return f"broken_{kind}:BrokenMGU"
+
+
+@pytest.mark.parametrize("kind, message", [
+    ("raises", "constructing broken_raises:BrokenMGU(input_size=12, hidden_size=24) raised ValueError: "
+               "no weights today"),
+    ("transposed", "forward returned (2, 3, 24), expected (3, 2, 24)"),
+    ("narrow", "forward returned (3, 2, 23), expected (3, 2, 24)"),
+    ("state_lost", "forward returned a state of shape (24,), expected (2, 24) (init_state's)"),
+])
+def test_a_cell_that_breaks_the_contract_is_named_at_config_check(custom, tmp_path, monkeypatch, kind, message):
+    custom["mgu"]["cell"] = broken_cell(tmp_path, kind, monkeypatch)
+    with pytest.raises(ConfigError) as error:
+        check_custom_cells(custom, studies(), "my_cell.yaml")
+    first, *rest = str(error.value).splitlines()
+    assert first.startswith(f"my_cell.yaml: custom_cells.mgu: {message}"), first
+    assert "docs/custom_cells.md" in rest[-1]
+
+
+def test_trial_sizes_keep_the_models_equal_widths_equal():
+    pru, lru = studies().values()
+    # PRU Table 1: a 400-wide tied embedding into 1000-wide layers, the last back to 400
+    assert trial_layer_sizes(pru, pru["models"]["lstm_m1000"]) == [(12, 24), (24, 24), (24, 12)]
+    # the ablations write embedding = hidden = 600 as numbers; LRU: embedding_size: hidden_size
+    assert trial_layer_sizes(pru, pru["models"]["abl_lstm_m600"]) == [(24, 24)]
+    assert trial_layer_sizes(lru, lru["models"]["lru_24m"]) == [(24, 24)]
+
+
+def test_every_built_in_model_passes_the_trial():
+    """The trial cannot refuse a cell that trains: each model of every study, at its trial sizes."""
+    for name in ("pru", "lru", "nlstm", "lrn"):
+        study = load_study(name, custom_cells={})
+        for model_id, model in study["models"].items():
+            for sizes in trial_layer_sizes(study, model):
+                assert try_cell(model["cell"], model["cell_options"], *sizes) is None, (name, model_id, sizes)
+
+
+def test_dry_run_stops_on_a_transposed_cell_naming_file_and_cell(tmp_path):
+    project = copy_project(tmp_path)
+    shutil.copytree(REPO_ROOT / "examples", project / "examples", ignore=shutil.ignore_patterns("__pycache__"))
+    (project / "examples" / "broken_transposed.py").write_text(
+        "from examples.mgu import MGULayer\n\n\nclass BrokenMGU(MGULayer):\n" + BROKEN_CELLS["transposed"])
+    (project / "bad.yaml").write_text(EXAMPLE.read_text().replace("examples.mgu:MGULayer",
+                                                                  "examples.broken_transposed:BrokenMGU"))
+    run = snakemake(project, "-n", "results/tables/pru_table1.csv", "--configfile", "bad.yaml")
+    said = run.stdout + run.stderr
+    assert run.returncode != 0
+    assert "bad.yaml: custom_cells.mgu: forward returned (2, 3, 24), expected (3, 2, 24)" in said, said[-2000:]
+    assert "train_cell" not in said
 
 
 def test_schema_rejects_a_cell_that_is_not_module_class(custom):

@@ -11,7 +11,9 @@ import pandas as pd
 import pytest
 from conftest import BIN, copy_project, snakemake
 
+from rnnrepro.analysis.claims import declared_columns
 from rnnrepro.configuration import REPO_ROOT, load_study
+from rnnrepro.slurm import command_line_executor, slurm_problem
 
 
 @pytest.fixture(scope="module")
@@ -54,6 +56,43 @@ def test_wrong_config_type_is_named(project):
     assert "key 'threads'" in result.stdout + result.stderr
 
 
+def test_executor_is_read_from_the_command_line_as_snakemake_reads_it(monkeypatch):
+    monkeypatch.chdir(REPO_ROOT)
+    monkeypatch.delenv("SNAKEMAKE_PROFILE", raising=False)
+    assert command_line_executor(["snakemake", "--profile", "profiles/slurm", "all", "-n"]) == "slurm"
+    assert command_line_executor(["snakemake", "--profile", "profiles/slurm", "--executor", "local", "-n"]) == "local"
+    assert command_line_executor(["snakemake", "--cores", "2", "all"]) == "local"
+    assert command_line_executor(["python", "my_script.py"]) is None  # Snakemake driven from Python
+
+
+def test_slurm_profile_without_slurm_warns_on_a_dry_run_and_stops_a_run(project, tmp_path):
+    """No sbatch, squeue or sacct on PATH (whatever this machine has): only what Snakemake itself runs."""
+    tools = tmp_path / "bin"
+    tools.mkdir()
+    for command in ("which", "bash", "sh"):
+        (tools / command).symlink_to(shutil.which(command))
+    env = {"PATH": f"{BIN}:{tools}", "HOME": str(tmp_path)}
+    assert slurm_problem("slurm", path=env["PATH"]) is not None
+
+    def run(*args):
+        return subprocess.run([str(BIN / "snakemake"), "--profile", "profiles/slurm", *args], cwd=project,
+                              env=env, capture_output=True, text=True, timeout=600)
+
+    said = "sbatch, squeue, sacct are not on PATH: this machine has no SLURM"
+    local = "`snakemake --cores N all`"
+    planned = run("results/tables/nlstm_models.csv", "-n")
+    output = planned.stdout + planned.stderr  # a dry run logs to stdout
+    assert planned.returncode == 0, output[-2000:]
+    assert said in output and local in output and "a run would stop here" in output
+    assert "notebook_nlstm_models" in output  # the plan is still shown
+    stopped = run("results/tables/nlstm_models.csv")
+    output = stopped.stdout + stopped.stderr
+    assert stopped.returncode != 0
+    assert said in output and local in output
+    assert "Building DAG" not in output  # stopped before planning
+    assert not (project / "results").exists()
+
+
 @pytest.mark.slow
 def test_smoke_pipeline_produces_table1(smoke_project):
     smoke_run = smoke_project
@@ -74,6 +113,15 @@ def test_smoke_pipeline_produces_table1(smoke_project):
     assert (smoke_run / "results/figures/pru_table1.png").stat().st_size > 10_000
     executed = json.loads((smoke_run / "results/notebooks/pru_table1.ipynb").read_text())
     assert executed["metadata"]["papermill"]["parameters"]["study"] == "pru"
+
+
+@pytest.mark.slow
+def test_smoke_tables_have_the_columns_their_study_declares(smoke_project):
+    """The claims are checked against the declared columns; every table the smoke run wrote has them."""
+    for study in ("pru", "lru", "nlstm", "lrn"):
+        for table, (artifact, columns) in declared_columns(load_study(study)).items():
+            written = pd.read_csv(smoke_project / f"results/tables/{table}.csv", nrows=0).columns
+            assert sorted(written) == sorted(columns), (study, artifact, table)
 
 
 @pytest.mark.slow

@@ -20,16 +20,15 @@ from typing import Any
 import jsonschema
 import yaml
 
+from .custom_cells import add_custom_cells, from_environment
+from .errors import ConfigError
+
 REPO_ROOT = Path(__file__).resolve().parents[2]
 SCHEMA_DIR = REPO_ROOT / "workflow" / "schemas"
 # task -> the definition in study.schema.yaml that a resolved recipe of that task must satisfy
 RECIPE_DEFINITIONS = {"lm": "recipe", "autocomplete": "autocomplete_recipe"}
 # How a boolean may be written after --config (YAML 1.1's words; Snakemake itself reads only True/False)
 BOOLEAN_WORDS = {"true": True, "yes": True, "on": True, "false": False, "no": False, "off": False}
-
-
-class ConfigError(ValueError):
-    """A config or study file is malformed; the message says which key and what to do."""
 
 
 # libyaml's loader where PyYAML has it (its wheels do): the study files are long, and every Snakemake
@@ -178,8 +177,6 @@ def load_study(study: str, root: Path = REPO_ROOT, custom_cells: dict | None = N
     rule sees the same study as the Snakefile), else none. Check them first with
     ``custom_cells.check_custom_cells``, which names the config file they came from.
     """
-    from .custom_cells import add_custom_cells, from_environment  # it imports this module
-
     path = root / "config" / "studies" / f"{study}.yaml"
     if not path.exists():
         known = sorted(p.stem for p in path.parent.glob("*.yaml"))

@@ -24,7 +24,11 @@ grid, sizing, training, notebooks, the scorecard, the report) treats the new mod
   other model of the artifact, over the same datasets and fractions (``per``) and budgets (``testable``).
 
 :func:`check_custom_cells` checks what the schema cannot (studies, models, artifacts, the cell's
-module, class and options) and names the config file and key. No torch here.
+module, class and options) and names the config file and key. Then :func:`try_cell` builds each cell
+small on the CPU, at the layer sizes its models stack, and runs it on a tiny window: a constructor
+that raises, outputs of the wrong shape or a state that cannot be carried into the next window stop
+the dry run, not the first training job. Only that trial imports torch, and only when the config
+has cells of its own.
 """
 
 from __future__ import annotations
@@ -33,13 +37,22 @@ import copy
 import json
 import os
 
-from .configuration import ConfigError
+from .errors import ConfigError
 
 #: environment variable carrying the custom cells from the Snakefile to the jobs it starts (notebooks
 #: and the scorecard call ``load_study``, which adds them): JSON {"source": ..., "cells": ...}
 ENVIRONMENT_VARIABLE = "RNNREPRO_CUSTOM_CELLS"
 #: claim ``per`` keys that describe the data (kept); others (``g``, ``recipe``) describe baseline models
 DATA_KEYS = ("dataset", "fraction")
+#: the widths a cell is tried at, given in turn to its model's distinct widths (hidden, embedding, last
+#: layer's): small, so the trial takes milliseconds, and with many divisors, so a cell that needs its
+#: width to be a multiple of its groups (as the PRU does) accepts them
+TRIAL_WIDTHS = (24, 12, 18)
+#: the window a cell is tried on: (steps, batch), different so that a transposed output shows
+TRIAL_STEPS, TRIAL_BATCH = 3, 2
+#: the layer contract the trial checks, quoted under its errors
+CONTRACT = ("the layer contract (docs/custom_cells.md): forward(x of shape (T, B, input_size), state) returns "
+            "outputs of shape (T, B, hidden_size) and a state shaped like init_state(B)'s")
 
 
 def from_environment() -> tuple[dict, str]:
@@ -60,7 +73,9 @@ def export(custom_cells: dict, source: str) -> None:
 
 
 def check_custom_cells(custom_cells: dict, studies: dict[str, dict], source: str) -> None:
-    """Raise ConfigError naming ``source`` and every offending key of the ``custom_cells`` section.
+    """Raise ConfigError naming ``source`` and every offending key of the ``custom_cells`` section;
+    when the keys are right, try each cell (:func:`try_cell`) at the layer sizes of every model it
+    becomes, and name each cell that fails with what went wrong.
 
     ``studies``: the run's studies as their files define them (before any custom cell is added).
     """
@@ -101,6 +116,96 @@ def check_custom_cells(custom_cells: dict, studies: dict[str, dict], source: str
                                     f"appear in it")
     if problems:
         raise ConfigError(f"{source} is invalid:\n  " + "\n  ".join(problems))
+    failed = []
+    for name, custom in custom_cells.items():
+        sizes = dict.fromkeys(pair for study_name, entry in custom["studies"].items()
+                              for pair in trial_layer_sizes(studies[study_name],
+                                                            _model(studies[study_name], custom, entry)))
+        problem = next(filter(None, (try_cell(custom["cell"], custom.get("cell_options", {}), *pair)
+                                     for pair in sizes)), None)
+        if problem:
+            failed.append(f"{source}: custom_cells.{name}: {problem}")
+    if failed:
+        raise ConfigError("\n".join(failed) + f"\nEach cell was built small on the CPU and run twice on a window of "
+                          f"{TRIAL_STEPS} steps and batch {TRIAL_BATCH}, the state carried; {CONTRACT}.")
+
+
+def trial_layer_sizes(study: dict, model: dict) -> list[tuple[int, int]]:
+    """(input size, hidden size) of each kind of layer ``model`` stacks, at the trial widths.
+
+    The first layer reads the embedding; a language model's last layer gives the tied embedding's
+    width (or ``last_hidden_size``). Widths the model keeps equal stay equal (a lattice cell needs its
+    input as wide as its state), and widths it keeps apart stay apart.
+    """
+    hidden = model.get("hidden_size", "sized to its param_budget")
+    embedding = hidden if model["embedding_size"] == "hidden_size" else model["embedding_size"]
+    if study["task"] == "autocomplete":
+        last = hidden
+    else:
+        last = model.get("last_hidden_size", embedding if model["tie_weights"] else hidden)
+    trial = dict(zip(dict.fromkeys([hidden, embedding, last]), TRIAL_WIDTHS))
+    widths = [trial[embedding]] + [trial[hidden]] * (model["layers"] - 1) + [trial[last]]
+    return list(dict.fromkeys(zip(widths, widths[1:])))
+
+
+def _shapes(state) -> object:
+    """A state's shape: a tensor's, or a tuple of its parts' (anything else as its type's name)."""
+    if hasattr(state, "shape"):
+        return tuple(state.shape)
+    if isinstance(state, (tuple, list)):
+        return tuple(_shapes(part) for part in state)
+    return type(state).__name__
+
+
+def _raised(what: str, error: Exception) -> str:
+    return f"{what} raised {type(error).__name__}: {error}"
+
+
+def try_cell(cell: str, options: dict, input_size: int, hidden_size: int) -> str | None:
+    """Build one layer of ``cell`` on the CPU and run two windows through it, the second from the
+    state the first returned (as training carries it). What went wrong, or None."""
+    import torch
+
+    from .cells import cell_class, detach_state
+
+    arguments = ", ".join([f"input_size={input_size}", f"hidden_size={hidden_size}",
+                           *(f"{key}={value!r}" for key, value in options.items())])
+    call = f"{cell}({arguments})"
+    try:
+        layer_class = cell_class(cell)
+    except ValueError as error:  # not importable as named, or not a RecurrentLayer
+        return str(error)
+    except Exception as error:  # the module's own code failed while it was imported
+        return _raised(f"importing {cell.partition(':')[0]}", error)
+    steps, batch = TRIAL_STEPS, TRIAL_BATCH
+    expected = (steps, batch, hidden_size)
+    with torch.random.fork_rng(devices=[]):  # the trial leaves the workflow's random state alone
+        torch.manual_seed(0)
+        try:
+            layer = layer_class(input_size, hidden_size, **options)
+        except Exception as error:
+            return _raised(f"constructing {call}", error)
+        try:
+            state = layer.init_state(batch, torch.device("cpu"), torch.get_default_dtype())
+        except Exception as error:
+            return _raised(f"{call}.init_state({batch})", error)
+        x = torch.randn(steps, batch, input_size)
+        for window in ("first", "second"):
+            try:
+                returned = layer(x, state)
+            except Exception as error:
+                carried = "" if window == "first" else " from the state the first returned"
+                return _raised(f"{call} forward on x of shape {tuple(x.shape)}{carried}", error)
+            if not (isinstance(returned, tuple) and len(returned) == 2):
+                return f"forward returned {type(returned).__name__}, expected a pair (outputs, state)"
+            outputs, carried_state = returned
+            if _shapes(outputs) != expected:
+                return f"forward returned {_shapes(outputs)}, expected {expected}"
+            if _shapes(carried_state) != _shapes(state):
+                return (f"forward returned a state of shape {_shapes(carried_state)}, expected "
+                        f"{_shapes(state)} (init_state's), so it cannot be carried into the next window")
+            state = detach_state(carried_state)
+    return None
 
 
 def _model(study: dict, custom: dict, entry: dict) -> dict:

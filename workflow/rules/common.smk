@@ -5,6 +5,7 @@ import sys
 from pathlib import Path
 
 from snakemake.exceptions import WorkflowError
+from snakemake.logging import logger
 
 SRC = Path(workflow.basedir) / "src"
 # The Snakefile reads the config through the project's own (torch-free) modules.
@@ -14,6 +15,7 @@ from rnnrepro.configuration import ConfigError, load_run_config, load_study
 from rnnrepro.custom_cells import check_custom_cells, export as export_custom_cells
 from rnnrepro.report import artifact_caption, claims_caption
 from rnnrepro.runtime import DEVICE_ENV
+from rnnrepro.slurm import command_line_executor, slurm_problem
 from rnnrepro.analysis.claims import check_claims
 from rnnrepro.data.autocomplete import AUTOCOMPLETE_DATASETS
 from rnnrepro.data.registry import DATASETS
@@ -54,6 +56,17 @@ try:
     export_custom_cells(config["custom_cells"], CUSTOM_SOURCE)
 except ConfigError as error:
     raise WorkflowError(str(error))
+
+# profiles/slurm on a machine without SLURM (docs/cluster.md): a dry run warns, since planning before
+# submitting on the cluster is fine; a real run stops here, before planning a job it cannot submit
+if workflow.is_main_process:
+    SLURM_PROBLEM = slurm_problem(command_line_executor())
+    if SLURM_PROBLEM and not workflow.output_settings.dryrun:
+        raise WorkflowError(SLURM_PROBLEM)
+    if SLURM_PROBLEM:
+        logger.warning(
+            f"Warning: {SLURM_PROBLEM}. (A dry run only plans; a run would stop here.)"
+        )
 
 # This budget's results tree and logs: results/ and logs/ for smoke, results/<budget>/ and
 # logs/<budget>/ for the others, so budgets on the same corpus never share a run folder or a table.

@@ -55,12 +55,44 @@ class ClaimError(ValueError):
     """A claim that cannot be evaluated as written (names the study, the claim and what to fix)."""
 
 
+def declared_columns(study: dict) -> dict[str, tuple[str, list[str]]]:
+    """table -> (its artifact, the columns the artifact declares its notebook writes into it)."""
+    return {table: (name, columns) for name, artifact in study["artifacts"].items()
+            for table, columns in artifact["columns"].items()}
+
+
+def claim_columns(claim: dict) -> list[str]:
+    """Every column a claim reads: its value, its paper column where it names one, and the keys of its
+    row selectors and of ``per``."""
+    selectors = [*claim["rows"], *([claim["paper_row"]] if "paper_row" in claim else []), claim.get("per", {})]
+    named = [claim["value"], *([claim["paper_value"]] if "paper_value" in claim else [])]
+    return list(dict.fromkeys([*named, *(key for selector in selectors for key in selector)]))
+
+
+def _column_declaration_problems(study: dict) -> list[str]:
+    """Each artifact declares the columns of exactly its own tables."""
+    problems = []
+    for name, artifact in study["artifacts"].items():
+        for table in artifact["tables"]:
+            if table not in artifact["columns"]:
+                problems.append(f"artifacts.{name}.columns: no entry for its table {table!r}; list the "
+                                f"columns its notebook ({artifact['notebook']}) writes into it")
+        for table in artifact["columns"]:
+            if table not in artifact["tables"]:
+                problems.append(f"artifacts.{name}.columns.{table}: not one of its tables "
+                                f"({', '.join(artifact['tables'])})")
+    return problems
+
+
 def check_claims(study: dict, source: str | None = None) -> None:
-    """Structural checks the schema cannot make: unique ids, a table one of the study's artifacts writes,
-    the number of rows each check takes, ``paper_row`` exactly for ``closer_to_paper``."""
+    """Structural checks the schema cannot make: each artifact declares its tables' columns; unique ids,
+    a table one of the study's artifacts writes, only columns declared for that table (value, paper
+    column, row selectors, ``per``), the number of rows each check takes, ``paper_row`` exactly for
+    ``closer_to_paper``."""
     source = source or f"config/studies/{study['study']}.yaml"
     tables = {t for artifact in study["artifacts"].values() for t in artifact["tables"]}
-    problems, seen = [], set()
+    columns = declared_columns(study)
+    problems, seen = _column_declaration_problems(study), set()
     for claim in study.get("claims", []):
         where = f"claims.{claim['id']}"
         if claim["id"] in seen:
@@ -69,6 +101,14 @@ def check_claims(study: dict, source: str | None = None) -> None:
         if claim["table"] not in tables:
             problems.append(f"{where}.table: {claim['table']!r} is not a table of this study's artifacts "
                             f"(have: {', '.join(sorted(tables))})")
+        elif claim["table"] in columns:
+            artifact, declared = columns[claim["table"]]
+            undeclared = [column for column in claim_columns(claim) if column not in declared]
+            if undeclared:
+                problems.append(f"{where}: {claim['table']} has no column {', '.join(map(repr, undeclared))} "
+                                f"(its columns, artifacts.{artifact}.columns.{claim['table']}: "
+                                f"{', '.join(declared)}); name one of them, or declare the column there once "
+                                f"its notebook writes it")
         wanted = ROW_COUNTS[claim["check"]]
         if wanted is not None and len(claim["rows"]) != wanted:
             problems.append(f"{where}.rows: check {claim['check']} takes {wanted} rows, got {len(claim['rows'])}")
@@ -78,7 +118,7 @@ def check_claims(study: dict, source: str | None = None) -> None:
         if clash:
             problems.append(f"{where}: {sorted(clash)} both in `per` and in a row selector")
     if problems:
-        raise ConfigError(f"{source} has invalid claims:\n  " + "\n  ".join(problems))
+        raise ConfigError(f"{source} is invalid:\n  " + "\n  ".join(problems))
 
 
 def is_synthetic(corpus: str) -> bool:

@@ -9,6 +9,11 @@ any notebook cell runs. If a cell fails, the executed notebook (with the traceba
 ``logs/notebooks/<notebook>.failed.ipynb`` — Snakemake removes the declared outputs of a failed job —
 and the error names the notebook, the failing cell and where to look; the next successful run removes
 it. Training results are never touched, so a fixed notebook reruns in seconds.
+
+Every table the notebook writes must have exactly the columns its artifact declares in the study file
+(``artifacts.<artifact>.columns``, which the claims are checked against when the workflow is parsed):
+a table with other columns is an error naming the table and the difference, so the declaration cannot
+drift from what the notebook writes.
 """
 
 from __future__ import annotations
@@ -22,8 +27,10 @@ from pathlib import Path
 
 import jupytext
 import nbformat
+import pandas as pd
 import papermill
 
+from ..configuration import load_study
 from .run_files import check_metrics_files
 
 KERNEL = "python3"  # the kernel of the running environment (ipykernel installs it with the env)
@@ -77,6 +84,36 @@ def run(notebook: Path, output: Path, parameters: dict) -> None:
     missing = [p for p in parameters["tables"] + parameters["figures"] if not Path(p).exists()]
     if missing:
         raise RuntimeError(f"notebook {notebook} ran but did not write {', '.join(missing)}")
+    if "study" in parameters:  # an artifact's notebook (the scorecard's belongs to no study)
+        differences = column_differences(parameters["study"], parameters["artifact"], parameters["tables"])
+        if differences:
+            raise RuntimeError(f"notebook {notebook} wrote tables whose columns differ from those declared in "
+                               f"config/studies/{parameters['study']}.yaml:\n  " + "\n  ".join(differences)
+                               + "\nDeclare the columns the notebook writes (claims are checked against them), "
+                                 "or fix the notebook.")
+
+
+def column_differences(study: str, artifact: str, tables: list[str]) -> list[str]:
+    """Each written table whose columns are not those its artifact declares, with the columns written but
+    not declared and declared but not written. ``tables``: the files of the artifact's ``tables``, in
+    their order (as the rule passes them)."""
+    spec = load_study(study)["artifacts"].get(artifact)
+    if spec is None:  # a notebook run outside the study's artifacts (a scratch notebook) declares nothing
+        return []
+    differences = []
+    for table, path in zip(spec["tables"], tables):
+        declared = spec["columns"][table]
+        written = list(pd.read_csv(path, nrows=0).columns)
+        parts = []
+        extra = [column for column in written if column not in declared]
+        if extra:
+            parts.append(f"written, not declared: {', '.join(extra)}")
+        absent = [column for column in declared if column not in written]
+        if absent:
+            parts.append(f"declared, not written: {', '.join(absent)}")
+        if parts:
+            differences.append(f"{os.path.relpath(path)} (artifacts.{artifact}.columns.{table}): {'; '.join(parts)}")
+    return differences
 
 
 def main(argv=None) -> int:
