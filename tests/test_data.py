@@ -5,7 +5,9 @@ Everything runs offline on small files built in tmp_path; mirrors are local fold
 
 from __future__ import annotations
 
+import builtins
 import dataclasses
+import errno
 import gzip
 import hashlib
 import http.server
@@ -13,6 +15,7 @@ import io
 import json
 import re
 import math
+import os
 import subprocess
 import sys
 import tarfile
@@ -26,11 +29,12 @@ import torch
 
 from rnnrepro.data import registry
 from rnnrepro.data.__main__ import main as cli
-from rnnrepro.data.archive import UnsafeArchiveError, extract_members
+from rnnrepro.data.archive import UnsafeArchiveError, extract_members, pack
 from rnnrepro.data.corpus import batchify, get_batch, load_corpus
 from rnnrepro.data.download import (
     MIRROR_ENV,
     ChecksumError,
+    DiskFullError,
     DownloadError,
     UnverifiedDatasetError,
     check_raw,
@@ -139,7 +143,7 @@ def test_mirror_resolution(register, tmp_path, monkeypatch):
     assert fetch("toy", dest, mirror=str(mirror)).read_bytes() == gzipped  # the argument wins
 
 
-def test_http_mirror_with_browser_user_agent(register, tmp_path):
+def test_http_mirror_through_pooch_without_a_browser_user_agent(register, tmp_path):
     content = b"served over http\n"
     register(sha256=(Digest(sha256(content), "test"),))
     (tmp_path / "site" / "toy").mkdir(parents=True)
@@ -164,7 +168,7 @@ def test_http_mirror_with_browser_user_agent(register, tmp_path):
         finally:
             server.shutdown()
     assert path.read_bytes() == content
-    assert agents and agents[0].startswith("Mozilla/5.0") and "urllib" not in agents[0]
+    assert agents and "Mozilla" not in agents[0]  # the HTTP client says what it is
 
 
 def test_every_source_failing_lists_them(register, tmp_path):
@@ -287,6 +291,70 @@ def test_a_bad_member_is_refused_by_name(member_dataset, tmp_path, damage):
     else:
         assert "but not d/valid.txt" in message and "train.txt.gz" in message
     assert_nothing_kept(dest)  # no raw file, no record, no temporary file: nothing downstream can use it
+
+
+class FullDisk:
+    """Files written under ``folder`` share ``room`` bytes; a write beyond them fails as on a full disk.
+    Files read under ``mirror`` are listed in ``read``, to see which sources were tried."""
+
+    def __init__(self, monkeypatch, folder: Path, mirror: Path, room: int):
+        self.folder, self.mirror, self.room, self.read = folder, mirror, room, []
+        real_open = builtins.open
+
+        def open_on_this_disk(file, mode="r", *args, **kwargs):
+            handle = real_open(file, mode, *args, **kwargs)
+            path = Path(os.fsdecode(file)).resolve() if isinstance(file, (str, bytes, os.PathLike)) else None
+            if path is not None and folder.resolve() in path.parents and set(mode) & set("wax+"):
+                return _OnFullDisk(handle, self)
+            if path is not None and mirror.resolve() in path.parents:
+                self.read.append(path.name)
+            return handle
+
+        monkeypatch.setattr(builtins, "open", open_on_this_disk)
+
+
+class _OnFullDisk:
+    def __init__(self, handle, disk: FullDisk):
+        self.handle, self.disk = handle, disk
+
+    def write(self, data):
+        if len(data) > self.disk.room:
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        self.disk.room -= len(data)
+        return self.handle.write(data)
+
+    def __getattr__(self, name):
+        return getattr(self.handle, name)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.handle.close()
+
+
+@pytest.mark.parametrize("layout", ["raw file", "member files"])
+def test_a_full_disk_stops_the_fetch_at_once(member_dataset, tmp_path, monkeypatch, layout):
+    """No space left while a file is written: one error naming the raw file and the fix, no further source
+    tried (the mirror is fine), nothing left behind."""
+    mirror = tmp_path / "mirror"
+    if layout == "raw file":  # the archive at two places of the mirror: the second must not be tried
+        archive = pack(member_dataset.archive, {m: t.encode() for m, t in TOY_MEMBERS.items()})
+        for folder in (mirror / "toy", mirror):
+            folder.mkdir(parents=True, exist_ok=True)
+            (folder / member_dataset.file_name).write_bytes(archive)
+    else:
+        member_mirror(mirror)
+    dest = tmp_path / "raw"
+    disk = FullDisk(monkeypatch, dest, mirror, room=8)
+    with pytest.raises(DiskFullError) as error:
+        fetch("toy", dest, mirror=str(mirror))
+    message = str(error.value)
+    assert message.startswith(f"no space left writing {dest / member_dataset.file_name}")
+    assert "free space" in message and "rerun" in message and "nothing was kept" in message
+    assert "could not fetch" not in message and "Set a mirror" not in message
+    assert disk.read == [member_dataset.file_name if layout == "raw file" else "train.txt.gz"]
+    assert_nothing_kept(dest)
 
 
 def test_archive_with_a_published_digest_or_published_members(register, tmp_path):
@@ -479,11 +547,12 @@ def crafted_tar(path: Path, evil: tarfile.TarInfo) -> Path:
 
 @pytest.mark.parametrize("name, kind, link", [
     ("../evil", tarfile.REGTYPE, ""),
-    ("/tmp/rnnrepro-absolute-evil", tarfile.REGTYPE, ""),
     ("data/link", tarfile.SYMTYPE, "../../outside"),
+    ("data/abs-link", tarfile.SYMTYPE, "/etc/passwd"),
     ("data/hard", tarfile.LNKTYPE, "../outside"),
+    ("data/device", tarfile.CHRTYPE, ""),
 ])
-def test_tar_escaping_member_is_refused(tmp_path, name, kind, link):
+def test_tar_member_refused_by_the_data_filter(tmp_path, name, kind, link):
     evil = tarfile.TarInfo(name)
     evil.type, evil.linkname = kind, link
     evil.size = 4 if kind == tarfile.REGTYPE else 0
@@ -491,9 +560,20 @@ def test_tar_escaping_member_is_refused(tmp_path, name, kind, link):
     target = tmp_path / "a" / "b"
     with pytest.raises(UnsafeArchiveError) as error:
         extract_members(archive, "tgz", ["data/ok.txt"], target)
-    assert repr(name) in str(error.value)
-    assert not (tmp_path / "a" / "evil").exists() and not Path("/tmp/rnnrepro-absolute-evil").exists()
+    assert repr(name) in str(error.value) and "data filter" in str(error.value)
+    assert not (tmp_path / "a" / "evil").exists()
     assert not (target / "data" / "ok.txt").exists()  # nothing is written from a refused archive
+
+
+def test_tar_absolute_member_stays_inside_the_target(tmp_path):
+    """The data filter strips a leading '/', as extractall(filter="data") does: nothing lands outside."""
+    evil = tarfile.TarInfo("/tmp/rnnrepro-absolute-evil")
+    evil.size = 4
+    archive = crafted_tar(tmp_path / "evil.tgz", evil)
+    target = tmp_path / "out"
+    files = extract_members(archive, "tgz", ["data/ok.txt", "/tmp/rnnrepro-absolute-evil"], target)
+    assert files["/tmp/rnnrepro-absolute-evil"] == target / "tmp" / "rnnrepro-absolute-evil"
+    assert not Path("/tmp/rnnrepro-absolute-evil").exists() and files["data/ok.txt"].read_text() == "ok"
 
 
 def test_zip_escaping_member_is_refused(tmp_path):

@@ -19,6 +19,7 @@ from rnnrepro.slurm import command_line_executor, slurm_problem
 from rnnrepro.analysis.claims import check_claims
 from rnnrepro.data.autocomplete import AUTOCOMPLETE_DATASETS
 from rnnrepro.data.registry import DATASETS
+from rnnrepro.data.text8style import TEXT8STYLE_DATASETS
 from rnnrepro.evaluation.plan import (
     artifact_evaluation_files,
     check_evaluations,
@@ -183,6 +184,12 @@ def autocomplete_source(wildcards):
         split: f"data/processed/{source}/{split}.txt"
         for split in ("train", "valid", "test")
     }
+
+
+def text8style_raw_file(wildcards):
+    """The raw file a text8-style corpus is cleaned from: its source dataset's."""
+    source = TEXT8STYLE_DATASETS[wildcards.dataset].source
+    return f"data/raw/{source}/{DATASETS[source].file_name}"
 
 
 def train_inputs(wildcards):

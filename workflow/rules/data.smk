@@ -1,7 +1,8 @@
 # Data: fetch (download with sha256 check, or generate a synthetic corpus) -> prepare (checks the raw
 # file against fetch's record, then splits, vocabulary, stats) -> fraction subsets of the training
-# split (nested prefixes). Autocomplete datasets are derived from a prepared character-level dataset
-# instead of a download. Mirror layout and checks: docs/data.md.
+# split (nested prefixes). Derived datasets are made instead of downloaded: a text8-style corpus from
+# another dataset's raw file, an autocomplete dataset from a prepared character-level dataset. Mirror
+# layout and checks: docs/data.md.
 
 
 # The mirror and the trust switch are read from the config inside the script, not passed as params:
@@ -52,6 +53,28 @@ rule fraction_subset:
     shell:
         "python -m rnnrepro.data fraction --train {input} --tokenizer {params.tokenizer} "
         "--percent {wildcards.fraction} --out {output} > {log} 2>&1"
+
+
+# A text8-style corpus (wikifil.pl's rules, text8's format) cleaned from the splits of its source's
+# raw file, e.g. wt2_text8style from data/raw/wt2/wikitext-2-v1.zip.
+rule prepare_text8style:
+    input:
+        text8style_raw_file,
+    output:
+        train="data/processed/{dataset}/train.txt",
+        valid="data/processed/{dataset}/valid.txt",
+        test="data/processed/{dataset}/test.txt",
+        vocab="data/processed/{dataset}/vocab.txt",
+        stats="data/processed/{dataset}/stats.json",
+    log:
+        "logs/data/text8style_{dataset}.log",
+    wildcard_constraints:
+        dataset=one_of(TEXT8STYLE_DATASETS),
+    conda:
+        ENV
+    shell:
+        "python -m rnnrepro.data text8style {wildcards.dataset} --raw {input} "
+        "--out data/processed/{wildcards.dataset} > {log} 2>&1"
 
 
 rule prepare_autocomplete:

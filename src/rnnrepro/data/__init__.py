@@ -10,7 +10,7 @@ The same steps run from the command line: ``python -m rnnrepro.data --help``.
 
 from __future__ import annotations
 
-from .download import ChecksumError, DownloadError, UnverifiedDatasetError, fetch
+from .download import ChecksumError, DiskFullError, DownloadError, UnverifiedDatasetError, fetch
 from .preprocess import fraction, prepare
 from .registry import DATASETS, DataError, Dataset, get_dataset
 
@@ -27,6 +27,6 @@ def __getattr__(name: str):
 
 
 __all__ = [
-    "DATASETS", "ChecksumError", "DataError", "Dataset", "DownloadError", "UnverifiedDatasetError",
+    "DATASETS", "ChecksumError", "DataError", "Dataset", "DiskFullError", "DownloadError", "UnverifiedDatasetError",
     "fetch", "fraction", "get_dataset", "prepare", *_TORCH_NAMES,
 ]

@@ -4,6 +4,7 @@
     python -m rnnrepro.data prepare DATASET --raw data/raw/DATASET/FILE --out data/processed/DATASET
     python -m rnnrepro.data fraction --train data/processed/DATASET/train.txt --tokenizer word \\
         --percent 20 --out data/processed/DATASET/train.fraction20.txt
+    python -m rnnrepro.data text8style DATASET --raw data/raw/SOURCE/FILE --out data/processed/DATASET
     python -m rnnrepro.data autocomplete DATASET --source data/processed/SOURCE --out data/processed/DATASET
     python -m rnnrepro.data info
 
@@ -19,6 +20,8 @@ from .autocomplete import AUTOCOMPLETE_DATASETS, build
 from .download import MIRROR_ENV, fetch
 from .preprocess import fraction, prepare
 from .registry import DATASETS, DataError
+from .text8style import TEXT8STYLE_DATASETS
+from .text8style import build as build_text8style
 
 
 def _verification(d) -> str:
@@ -41,6 +44,10 @@ def _info() -> None:
          d.urls[0] if d.urls else f"seed {d.synthetic.seed}")
         for d in DATASETS.values()
     ]
+    rows += [(name, "char", "derived", "-", f"from {spec.source}'s raw file", "wikifil.pl's rules (text8's format)")
+             for name, spec in TEXT8STYLE_DATASETS.items()]
+    rows += [(name, "autocomplete", "derived", "-", f"from processed {spec.source}", "word per character")
+             for name, spec in AUTOCOMPLETE_DATASETS.items()]
     widths = [max(len(str(row[i])) for row in (header, *rows)) for i in range(len(header))]
     for row in (header, *rows):
         print("  ".join(str(cell).ljust(width) for cell, width in zip(row, widths)).rstrip())
@@ -70,6 +77,12 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--percent", required=True, type=int, help="1..100")
     p.add_argument("--out", required=True, help="output file, e.g. train.fraction20.txt")
 
+    p = commands.add_parser("text8style", help="clean a Wikipedia corpus's splits into text8's format (a-z and "
+                                               "single spaces, by wikifil.pl's rules)")
+    p.add_argument("dataset", choices=TEXT8STYLE_DATASETS)
+    p.add_argument("--raw", required=True, help="the source dataset's raw file, as fetch wrote it")
+    p.add_argument("--out", required=True, help="folder for the processed splits, vocab.txt and stats.json")
+
     p = commands.add_parser("autocomplete", help="derive an autocomplete dataset (word per character) from "
                                                  "a processed character-level dataset")
     p.add_argument("dataset", choices=AUTOCOMPLETE_DATASETS)
@@ -92,6 +105,10 @@ def main(argv: list[str] | None = None) -> int:
         elif args.command == "fraction":
             kept = fraction(args.train, args.percent, args.out, tokenizer=args.tokenizer)
             print(f"{args.out}: {kept['tokens']:,} of {kept['of_tokens']:,} tokens ({args.percent} %)")
+        elif args.command == "text8style":
+            stats = build_text8style(args.dataset, args.raw, args.out)
+            chars = ", ".join(f"{split} {count:,}" for split, count in stats["tokens"].items())
+            print(f"{args.dataset}: {chars} characters; {stats['distinct_words']:,} distinct words -> {args.out}")
         elif args.command == "autocomplete":
             stats = build(args.dataset, args.source, args.out)
             sizes = ", ".join(f"{split} {count:,}" for split, count in stats["observations"].items())

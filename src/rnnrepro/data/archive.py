@@ -1,22 +1,39 @@
-"""Safe extraction of the few members a dataset needs from a .tgz or .zip download.
+"""The .tgz and .zip archives of datasets: safe extraction of the few members a dataset needs, and
+archives packed so that their bytes depend only on their members.
 
-Every entry of the archive is checked before anything is written: an entry whose path, or whose
-link target, would land outside the target folder (absolute paths, ``..``, links pointing out)
-makes the whole archive refused, because a download that carries one is not the file the
-registry describes. Only the requested members are then written, as plain files.
+Both formats are read through one listing (:func:`_entries`: each entry as a ``tarfile.TarInfo`` and a
+way to open its bytes), so extraction and digests have one code path. Before anything is written,
+every entry of the archive goes through ``tarfile.data_filter``, the policy of
+``extractall(filter="data")``: an entry whose path, or whose link target, would land outside the
+target folder (``..``, links pointing out, absolute link targets) or that is a device file makes the
+whole archive refused, because a download that carries one is not the file the registry describes. A
+zip entry is judged by the same filter under its name. A leading ``/`` is stripped, as the filter
+does, so such an entry lands inside the folder. Only the requested members are then written, as
+plain files.
+
+:func:`pack` writes an archive with no timestamps, owners or writer's names in it: the archive a
+mirror's member files are assembled into, and a synthetic corpus's raw file.
 """
 
 from __future__ import annotations
 
+import gzip
 import hashlib
+import io
 import posixpath
 import shutil
 import tarfile
 import zipfile
-from collections.abc import Iterable
-from pathlib import Path, PurePosixPath
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
+from functools import partial
+from pathlib import Path
+from typing import IO
 
 from .registry import DataError
+
+_CHUNK = 1 << 20
+_ZIP_EPOCH = (1980, 1, 1, 0, 0, 0)  # the earliest time a zip entry can hold
 
 
 class UnsafeArchiveError(DataError):
@@ -28,37 +45,45 @@ def member_key(name: str) -> str:
     return posixpath.normpath(name)
 
 
-def _check_inside(archive: Path, member: str, path: str, target: Path, what: str) -> None:
-    if PurePosixPath(path).is_absolute() or (len(path) > 1 and path[1] == ":"):
-        raise UnsafeArchiveError(
-            f"{archive}: member {member!r} has an absolute {what} {path!r}; refusing to extract this "
-            "archive (it is not the file the registry describes: delete it and fetch again)"
-        )
-    resolved = (target / path).resolve()
-    if not resolved.is_relative_to(target.resolve()):
-        raise UnsafeArchiveError(
-            f"{archive}: member {member!r} has a {what} {path!r} that escapes the extraction folder; "
-            "refusing to extract this archive (delete it and fetch again from another mirror)"
-        )
+def _zip_entry(info: zipfile.ZipInfo) -> tarfile.TarInfo:
+    """A zip entry described as a tar entry of the same name, for ``tarfile.data_filter``."""
+    entry = tarfile.TarInfo(info.filename)
+    entry.type = tarfile.DIRTYPE if info.is_dir() else tarfile.REGTYPE
+    entry.size = info.file_size
+    return entry
 
 
-def _check_tar(archive: Path, tar: tarfile.TarFile, target: Path) -> None:
-    for entry in tar.getmembers():
-        _check_inside(archive, entry.name, entry.name, target, "path")
-        if entry.issym():
-            # A symlink's target is relative to the folder holding the link.
-            link = entry.linkname
-            if not posixpath.isabs(link):
-                link = posixpath.join(posixpath.dirname(entry.name), link)
-            _check_inside(archive, entry.name, link, target, "symlink target")
-        elif entry.islnk():
-            # A hard link's target is another archive path.
-            _check_inside(archive, entry.name, entry.linkname, target, "hard-link target")
+@contextmanager
+def _entries(archive: Path, kind: str) -> Iterator[list[tuple[tarfile.TarInfo, Callable[[], IO[bytes]]]]]:
+    """Every entry of a 'tgz' or 'zip' archive, with a function opening its bytes; unreadable: DataError."""
+    try:
+        if kind == "tgz":
+            with tarfile.open(archive, "r:*") as tar:
+                yield [(entry, partial(tar.extractfile, entry)) for entry in tar.getmembers()]
+        elif kind == "zip":
+            with zipfile.ZipFile(archive) as zf:
+                yield [(_zip_entry(info), partial(zf.open, info)) for info in zf.infolist()]
+        else:
+            raise ValueError(f"archives are 'tgz' or 'zip', not {kind!r}")
+    except (tarfile.TarError, zipfile.BadZipFile, EOFError) as exc:
+        raise DataError(f"{archive} is not a readable {kind} archive ({exc}); delete it and fetch again") from None
 
 
-def _check_zip(archive: Path, zf: zipfile.ZipFile, target: Path) -> None:
-    for name in zf.namelist():
-        _check_inside(archive, name, name.replace("\\", "/"), target, "path")
+def _files(archive: Path, entries, target: Path) -> dict[str, tuple[tarfile.TarInfo, Callable[[], IO[bytes]]]]:
+    """The archive's regular files by member key, after every entry has passed the data filter."""
+    files = {}
+    for entry, open_entry in entries:
+        try:
+            safe = tarfile.data_filter(entry, str(target))
+        except tarfile.FilterError as exc:
+            raise UnsafeArchiveError(
+                f"{archive}: member {entry.name!r} is refused by tarfile's data filter ({exc}); refusing to "
+                "extract this archive (it is not the file the registry describes: delete it and fetch again "
+                "from another mirror)"
+            ) from None
+        if safe.isfile():
+            files[member_key(entry.name)] = (safe, open_entry)
+    return files
 
 
 def _missing(archive: Path, wanted: str, present: Iterable[str]) -> DataError:
@@ -73,41 +98,18 @@ def extract_members(archive: Path, kind: str, members: Iterable[str], target: Pa
     """Write each requested member under ``target``; returns member name -> extracted file."""
     archive, target = Path(archive), Path(target)
     target.mkdir(parents=True, exist_ok=True)
-    wanted = list(dict.fromkeys(members))
     extracted: dict[str, Path] = {}
-    try:
-        if kind == "tgz":
-            with tarfile.open(archive, "r:*") as tar:
-                _check_tar(archive, tar, target)
-                entries = {member_key(e.name): e for e in tar.getmembers() if e.isfile()}
-                for name in wanted:
-                    entry = entries.get(member_key(name))
-                    if entry is None:
-                        raise _missing(archive, name, entries)
-                    out = target / member_key(name)
-                    out.parent.mkdir(parents=True, exist_ok=True)
-                    with tar.extractfile(entry) as src, open(out, "wb") as dst:
-                        shutil.copyfileobj(src, dst, 1 << 20)
-                    extracted[name] = out
-        elif kind == "zip":
-            with zipfile.ZipFile(archive) as zf:
-                _check_zip(archive, zf, target)
-                entries = {member_key(i.filename): i for i in zf.infolist() if not i.is_dir()}
-                for name in wanted:
-                    info = entries.get(member_key(name))
-                    if info is None:
-                        raise _missing(archive, name, entries)
-                    out = target / member_key(name)
-                    out.parent.mkdir(parents=True, exist_ok=True)
-                    with zf.open(info) as src, open(out, "wb") as dst:
-                        shutil.copyfileobj(src, dst, 1 << 20)
-                    extracted[name] = out
-        else:
-            raise ValueError(f"extract_members handles 'tgz' and 'zip', not {kind!r}")
-    except (tarfile.TarError, zipfile.BadZipFile, EOFError) as exc:
-        raise DataError(
-            f"{archive} is not a readable {kind} archive ({exc}); delete it and fetch again"
-        ) from None
+    with _entries(archive, kind) as entries:
+        files = _files(archive, entries, target)
+        for name in dict.fromkeys(members):
+            if member_key(name) not in files:
+                raise _missing(archive, name, files)
+            entry, open_entry = files[member_key(name)]
+            out = target / entry.name
+            out.parent.mkdir(parents=True, exist_ok=True)
+            with open_entry() as src, open(out, "wb") as dst:
+                shutil.copyfileobj(src, dst, _CHUNK)
+            extracted[name] = out
     return extracted
 
 
@@ -116,20 +118,30 @@ def member_digests(archive: Path, kind: str, members: Iterable[str]) -> dict[str
     wanted = {member_key(m): m for m in members}
     digests: dict[str, str] = {}
     try:
-        if kind == "tgz":
-            with tarfile.open(archive, "r:*") as tar:
-                for entry in tar.getmembers():
-                    if entry.isfile() and member_key(entry.name) in wanted:
-                        with tar.extractfile(entry) as f:
-                            digests[wanted[member_key(entry.name)]] = hashlib.file_digest(f, "sha256").hexdigest()
-        elif kind == "zip":
-            with zipfile.ZipFile(archive) as zf:
-                for info in zf.infolist():
-                    if member_key(info.filename) in wanted:
-                        with zf.open(info) as f:
-                            digests[wanted[member_key(info.filename)]] = hashlib.file_digest(f, "sha256").hexdigest()
-        else:
-            raise ValueError(f"member_digests handles 'tgz' and 'zip', not {kind!r}")
-    except (tarfile.TarError, zipfile.BadZipFile, EOFError, OSError):
+        with _entries(archive, kind) as entries:
+            for entry, open_entry in entries:
+                if entry.isfile() and member_key(entry.name) in wanted:
+                    with open_entry() as f:
+                        digests[wanted[member_key(entry.name)]] = hashlib.file_digest(f, "sha256").hexdigest()
+    except (DataError, OSError):
         return {}
     return digests
+
+
+def pack(kind: str, members: dict[str, bytes]) -> bytes:
+    """A 'tgz' or 'zip' archive holding exactly ``members`` (name -> bytes), in this order."""
+    buffer = io.BytesIO()
+    if kind == "tgz":
+        with gzip.GzipFile(filename="", mode="wb", fileobj=buffer, mtime=0) as gz:
+            with tarfile.open(fileobj=gz, mode="w", format=tarfile.PAX_FORMAT) as tar:
+                for name, data in members.items():
+                    info = tarfile.TarInfo(name)
+                    info.size, info.mtime, info.mode = len(data), 0, 0o644
+                    tar.addfile(info, io.BytesIO(data))
+    elif kind == "zip":
+        with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as zf:
+            for name, data in members.items():
+                zf.writestr(zipfile.ZipInfo(name, date_time=_ZIP_EPOCH), data, zipfile.ZIP_DEFLATED)
+    else:
+        raise ValueError(f"archives are 'tgz' or 'zip', not {kind!r}")
+    return buffer.getvalue()

@@ -4,14 +4,14 @@ Sources: the ``mirror`` argument, else the environment variable ``RNNREPRO_DATA_
 registry's canonical URLs. A mirror is a directory or a URL prefix (http://, https://, file://).
 In it the raw file is looked for at ``<id>/<file>``, ``<id>/<file>.gz``, ``<file>``, ``<file>.gz``
 (a .gz copy is decompressed). Where the registry lists published digests of an archive's members,
-a mirror may hold those member files instead, at ``<folder>/<member name>`` or ``.gz`` (folder: the
-dataset id, then the entry's ``member_folders``); each is checked against its own digest and the
-archive is then assembled locally from the checked members.
+a mirror may hold those member files instead (:mod:`.mirror_members`).
 
-Every file is streamed into a temporary file beside the target, checked, and only then renamed into
-place, so a target that exists has been checked; a wrong file is deleted, never used. A mirror file
-that is there but cannot be read (a truncated or damaged .gz) stops the fetch, as a wrong digest does:
-a mirror holding a broken copy needs a person's look, not a silent fall-back.
+Each file is brought by pooch (:mod:`.transfer`) into a scratch folder beside the target, checked
+(:func:`verify`), and only then renamed into place, so a target that exists has been checked; a wrong
+file is deleted, never used, and the scratch folder goes with it whatever happens. A mirror file that
+is there but cannot be read (a truncated or damaged .gz) stops the fetch, as a wrong digest does: a
+mirror holding a broken copy needs a person's look, not a silent fall-back. A full disk stops it too,
+at once, naming the file being written: the next source would fill the same disk.
 
 Beside the raw file, fetch writes ``<file>.fetch.json``: its sha256, where it came from and what was
 checked. ``prepare`` compares the raw file with that record (:func:`check_raw`), so a raw file that
@@ -20,52 +20,33 @@ changed on disk after its check is never split silently.
 
 from __future__ import annotations
 
-import gzip
-import hashlib
-import http.client
+import errno
 import json
 import os
 import posixpath
-import shutil
 import sys
-import tarfile
 import tempfile
-import urllib.error
-import urllib.parse
-import urllib.request
-import zipfile
-import zlib
 from dataclasses import dataclass
 from pathlib import Path
 
-from tqdm import tqdm
-
 from .archive import member_digests
+from .mirror_members import fetch_members
 from .registry import DataError, Dataset, get_dataset
 from .synthetic import synthetic_bytes
+from .transfer import (MIRROR_ENV, MIRROR_HINT, ChecksumError, DownloadError, Source, Unavailable, file_digest,
+                       mirror_prefix, retrieve, with_gz)
 
-MIRROR_ENV = "RNNREPRO_DATA_MIRROR"
+__all__ = ["MIRROR_ENV", "ChecksumError", "DiskFullError", "DownloadError", "UnverifiedDatasetError", "check_raw",
+           "fetch", "file_digest", "record_path", "sources", "verify"]
+
 RECORD_SUFFIX = ".fetch.json"
-# Some hosts (wikitext.smerity.com among them) refuse urllib's default User-Agent.
-USER_AGENT = "Mozilla/5.0 (X11; Linux x86_64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/124.0 Safari/537.36"
-TIMEOUT_S = 60
-_CHUNK = 1 << 20
-_MIRROR_HINT = f"--mirror, the environment variable {MIRROR_ENV} or the config key data_mirror"
-# A file that is there but whose compressed stream breaks off or is corrupt.
-_DAMAGED = (EOFError, zlib.error, gzip.BadGzipFile)
-# Fixed metadata for an archive assembled from members: the same members give the same bytes.
-_ZIP_EPOCH = (1980, 1, 1, 0, 0, 0)
-
-
-class ChecksumError(DataError):
-    pass
 
 
 class UnverifiedDatasetError(DataError):
     pass
 
 
-class DownloadError(DataError):
+class DiskFullError(DownloadError):
     pass
 
 
@@ -78,25 +59,11 @@ class _Mismatch(Exception):
 
 
 @dataclass(frozen=True)
-class Source:
-    url: str
-    gzipped: bool  # a .gz copy on a mirror: decompressed on the way in
-
-
-@dataclass(frozen=True)
 class Checked:
     """What a check of a file established, in words, and whether a published digest vouched for it."""
 
     what: str
     verified: bool
-
-
-def file_digest(path: Path, algorithm: str = "sha256") -> str:
-    digest = hashlib.new(algorithm)
-    with open(path, "rb") as f:
-        while chunk := f.read(_CHUNK):
-            digest.update(chunk)
-    return digest.hexdigest()
 
 
 def record_path(raw_file: Path | str) -> Path:
@@ -105,71 +72,14 @@ def record_path(raw_file: Path | str) -> Path:
     return raw_file.with_name(raw_file.name + RECORD_SUFFIX)
 
 
-def _mirror_prefix(mirror: str) -> str:
-    if urllib.parse.urlsplit(mirror).scheme in ("http", "https", "file"):
-        return mirror.rstrip("/")
-    folder = Path(mirror).expanduser()
-    if not folder.is_dir():
-        raise DataError(f"data mirror {mirror!r} is neither a directory nor an http(s):// or file:// URL; "
-                        f"fix {_MIRROR_HINT}")
-    return folder.resolve().as_uri()
-
-
-def _with_gz(url: str) -> list[Source]:
-    return [Source(url, gzipped=False), Source(f"{url}.gz", gzipped=True)]
-
-
 def sources(dataset: Dataset, mirror: str | None = None) -> list[Source]:
     """Where ``dataset``'s raw file is looked for, in order."""
     mirror = mirror or os.environ.get(MIRROR_ENV) or None
     if mirror is None:
         return [Source(url, gzipped=False) for url in dataset.urls]
-    prefix = _mirror_prefix(mirror)
+    prefix = mirror_prefix(mirror)
     return [s for relative in (f"{dataset.id}/{dataset.file_name}", dataset.file_name)
-            for s in _with_gz(f"{prefix}/{relative}")]
-
-
-def member_sources(dataset: Dataset, mirror: str, member: str) -> list[Source]:
-    """Where a mirror may hold one archive member of ``dataset`` as a file of its own, in order."""
-    prefix = _mirror_prefix(mirror)
-    name = posixpath.basename(member)
-    return [s for folder in (dataset.id, *dataset.member_folders) for s in _with_gz(f"{prefix}/{folder}/{name}")]
-
-
-def _download(source: Source, dest_dir: Path, name: str) -> Path:
-    """Stream ``source`` into a temporary file in ``dest_dir``; removed again on any failure."""
-    request = urllib.request.Request(source.url, headers={"User-Agent": USER_AGENT})
-    fd, tmp_name = tempfile.mkstemp(dir=dest_dir, prefix=f".{name}.", suffix=".part")
-    tmp = Path(tmp_name)
-    try:
-        with urllib.request.urlopen(request, timeout=TIMEOUT_S) as response, os.fdopen(fd, "wb") as out:
-            length = response.headers.get("Content-Length")
-            total = int(length) if length and not source.gzipped else None
-            stream = gzip.GzipFile(fileobj=response) if source.gzipped else response
-            with tqdm(total=total, unit="B", unit_scale=True, desc=name, mininterval=1.0) as bar:
-                while chunk := stream.read(_CHUNK):
-                    out.write(chunk)
-                    bar.update(len(chunk))
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
-    return tmp
-
-
-def _failure(exc: BaseException) -> str:
-    if isinstance(exc, urllib.error.HTTPError):
-        return f"HTTP {exc.code} {exc.reason}"
-    if isinstance(exc, urllib.error.URLError):
-        return str(exc.reason)
-    return f"{type(exc).__name__}: {exc}"
-
-
-def _damaged(dataset: Dataset, url: str, exc: BaseException) -> ChecksumError:
-    return ChecksumError(
-        f"dataset {dataset.id!r}: {url} is there but cannot be read ({_failure(exc)}): the file is truncated "
-        f"or damaged, and nothing was kept. Replace it on the mirror with a complete copy, or use another "
-        f"mirror ({_MIRROR_HINT})"
-    )
+            for s in with_gz(f"{prefix}/{relative}")]
 
 
 def verify(dataset: Dataset, path: Path) -> Checked:
@@ -227,14 +137,14 @@ def _check(dataset: Dataset, path: Path, origin: str) -> Checked:
         path.unlink(missing_ok=True)
         raise ChecksumError(
             f"{mismatch.kind} mismatch for dataset {dataset.id!r} from {origin}: expected {mismatch.expected}, "
-            f"got {mismatch.actual}; the file was deleted. Try another mirror ({_MIRROR_HINT}), or check whether "
+            f"got {mismatch.actual}; the file was deleted. Try another mirror ({MIRROR_HINT}), or check whether "
             "upstream changed the file and, if the new file is right, add its digest to "
             "src/rnnrepro/data/registry.py"
         ) from None
 
 
 def _publish(tmp: Path, target: Path) -> None:
-    """Rename into place; mkstemp's owner-only mode would hide the data from the rest of the group."""
+    """Rename into place; a temporary file's owner-only mode would hide the data from the rest of the group."""
     umask = os.umask(0)
     os.umask(umask)
     os.chmod(tmp, 0o666 & ~umask)
@@ -243,9 +153,13 @@ def _publish(tmp: Path, target: Path) -> None:
 
 def _write_atomically(target: Path, data: bytes) -> None:
     fd, tmp_name = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".part")
-    with os.fdopen(fd, "wb") as out:
-        out.write(data)
-    _publish(Path(tmp_name), target)
+    try:
+        with os.fdopen(fd, "wb") as out:
+            out.write(data)
+        _publish(Path(tmp_name), target)
+    except BaseException:
+        Path(tmp_name).unlink(missing_ok=True)
+        raise
 
 
 def _record(target: Path, origin: str, checked: Checked) -> None:
@@ -279,91 +193,17 @@ def _matches_record(raw_file: Path) -> bool:
     return recorded is not None and recorded == file_digest(raw_file)
 
 
-def _install(tmp: Path, target: Path, origin: str, dataset: Dataset, checked: Checked) -> Path:
+def _install(path: Path, target: Path, origin: str, dataset: Dataset, checked: Checked) -> Path:
     record_path(target).unlink(missing_ok=True)  # never a record describing another file
-    _publish(tmp, target)
-    _record(target, origin, checked)
+    _publish(path, target)
+    try:
+        _record(target, origin, checked)
+    except BaseException:
+        target.unlink(missing_ok=True)  # a checked file is never left without its record
+        raise
     prefix = "warning: " if not checked.verified else ""
     print(f"{prefix}dataset {dataset.id!r} from {origin}: {checked.what}", file=sys.stderr)
     return target
-
-
-def _assemble(dataset: Dataset, members: dict[str, Path], dest_dir: Path) -> Path:
-    """The dataset's archive (its registry container) holding exactly ``members``, as a temporary file."""
-    fd, tmp_name = tempfile.mkstemp(dir=dest_dir, prefix=f".{dataset.file_name}.", suffix=".part")
-    tmp = Path(tmp_name)
-    try:
-        with os.fdopen(fd, "wb") as out:
-            if dataset.container == "tgz":
-                with gzip.GzipFile(fileobj=out, mode="wb", mtime=0) as gz, tarfile.open(fileobj=gz, mode="w") as tar:
-                    for name, path in members.items():
-                        info = tarfile.TarInfo(name)
-                        info.size, info.mode = path.stat().st_size, 0o644
-                        with open(path, "rb") as f:
-                            tar.addfile(info, f)
-            elif dataset.container == "zip":
-                with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as zf:
-                    for name, path in members.items():
-                        info = zipfile.ZipInfo(name, date_time=_ZIP_EPOCH)
-                        info.compress_type = zipfile.ZIP_DEFLATED
-                        with open(path, "rb") as src, zf.open(info, "w") as dst:
-                            shutil.copyfileobj(src, dst, _CHUNK)
-            else:
-                raise ValueError(f"member files assemble a 'tgz' or 'zip', not {dataset.container!r}")
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
-    return tmp
-
-
-def _fetch_members(dataset: Dataset, mirror: str, dest_dir: Path, failures: list[str]) -> tuple[Path, str] | None:
-    """The archive assembled from the mirror's member files, each checked, and where they came from.
-
-    None when the mirror holds none of them (their URLs are added to ``failures``). A member that is
-    missing while others are there, wrong, truncated or damaged stops the fetch with its name.
-    """
-    fetched: dict[str, Path] = {}
-    origins: dict[str, str] = {}
-    missing: dict[str, list[str]] = {}
-    try:
-        for member, published in dataset.member_sha256:
-            tried = []
-            for source in member_sources(dataset, mirror, member):
-                try:
-                    fetched[member] = _download(source, dest_dir, posixpath.basename(member))
-                except _DAMAGED as exc:
-                    raise _damaged(dataset, source.url, exc) from None
-                except (OSError, http.client.HTTPException, ValueError) as exc:
-                    tried.append(f"{source.url} ({_failure(exc)})")
-                    continue
-                origins[member] = source.url
-                break
-            if member not in fetched:
-                missing[member] = tried
-                continue
-            digest = file_digest(fetched[member])
-            if digest != published:
-                raise ChecksumError(
-                    f"sha256 mismatch for dataset {dataset.id!r}, member {member}, from {source.url}: expected "
-                    f"{published} ({dataset.member_note}), got {digest}; nothing was kept. Replace that file on "
-                    f"the mirror with the published one (uncompressed, or gzipped as {posixpath.basename(member)}"
-                    f".gz), or use another mirror ({_MIRROR_HINT})"
-                )
-        if not fetched:
-            failures += [url for urls in missing.values() for url in urls]
-            return None
-        if missing:
-            looked = "; ".join(f"{m}: {', '.join(urls)}" for m, urls in missing.items())
-            raise DownloadError(
-                f"the mirror holds member file(s) {', '.join(sorted(origins.values()))} of dataset {dataset.id!r} "
-                f"but not {', '.join(missing)} (looked for {looked}); nothing was kept. Add the missing file(s) to "
-                f"the mirror, or use another mirror ({_MIRROR_HINT})"
-            )
-        archive = _assemble(dataset, fetched, dest_dir)
-    finally:
-        for path in fetched.values():
-            path.unlink(missing_ok=True)
-    return archive, f"the member files {', '.join(origins.values())} (assembled into {dataset.file_name})"
 
 
 def _existing(dataset: Dataset, target: Path) -> Checked | None:
@@ -380,18 +220,43 @@ def _existing(dataset: Dataset, target: Path) -> Checked | None:
     return checked
 
 
+def _bring(dataset: Dataset, mirror: str | None, folder: Path) -> tuple[Path, str]:
+    """The raw file, brought into ``folder`` from the first source that has it, and where it came from.
+
+    Only a source that is not there or cannot be reached lets the next one be tried; a file that is
+    there but wrong, or a full disk, stops the fetch.
+    """
+    if dataset.archive == "synthetic":
+        path = folder / dataset.file_name
+        path.write_bytes(synthetic_bytes(dataset))
+        return path, "rnnrepro.data.synthetic"
+    tried = []
+    for source in sources(dataset, mirror):
+        try:
+            return retrieve(dataset.id, source, folder, dataset.file_name), source.url
+        except Unavailable as unavailable:
+            tried += unavailable.tried
+    if mirror is not None and dataset.member_sha256:
+        try:
+            return fetch_members(dataset, mirror, folder)
+        except Unavailable as unavailable:
+            tried += unavailable.tried
+    members = ""
+    if dataset.member_sha256:
+        names = ", ".join(posixpath.basename(m) for m, _ in dataset.member_sha256)
+        members = f", or its member files {names} (each also as .gz) in {dataset.id}/"
+    raise DownloadError(
+        f"could not fetch dataset {dataset.id!r}; tried: {'; '.join(tried) or 'no sources'}. "
+        f"Set a mirror holding {dataset.id}/{dataset.file_name} (or a .gz copy){members} with {MIRROR_HINT}"
+    )
+
+
 def fetch(dataset_id: str, dest_dir: Path | str, mirror: str | None = None,
           trust_unverified: bool = False) -> Path:
     """Make ``dest_dir/<file name>`` the dataset's checked raw file (and its record); returns its path."""
     dataset = get_dataset(dataset_id)
     dest_dir = Path(dest_dir)
-    dest_dir.mkdir(parents=True, exist_ok=True)
     target = dest_dir / dataset.file_name
-    if dataset.archive == "synthetic":
-        record_path(target).unlink(missing_ok=True)
-        _write_atomically(target, synthetic_bytes(dataset))
-        _record(target, "rnnrepro.data.synthetic", verify(dataset, target))
-        return target
     if not dataset.verified and not trust_unverified:
         published = ", ".join(f"{k} {v}" for k, v in (("md5", dataset.md5), ("size", dataset.size_bytes)) if v)
         raise UnverifiedDatasetError(
@@ -400,37 +265,23 @@ def fetch(dataset_id: str, dest_dir: Path | str, mirror: str | None = None,
             "refusing to fetch it. Pass --trust-unverified (config trust_unverified_downloads: true) to "
             "accept it unchecked, or add a confirmed sha256 to src/rnnrepro/data/registry.py"
         )
-    if target.exists() and (checked := _existing(dataset, target)) is not None:
-        if not _matches_record(target):  # fetched by an older version, or checked anew just now
-            _record(target, f"the existing file {target}", checked)
-        return target
-    record_path(target).unlink(missing_ok=True)  # a record left beside no file describes nothing
-    mirror = mirror or os.environ.get(MIRROR_ENV) or None
-    failures = []
-    for source in sources(dataset, mirror):
-        try:
-            tmp = _download(source, dest_dir, dataset.file_name)
-        except _DAMAGED as exc:
-            raise _damaged(dataset, source.url, exc) from None
-        except (OSError, http.client.HTTPException, ValueError) as exc:
-            failures.append(f"{source.url} ({_failure(exc)})")
-            continue
-        # A wrong file stops the fetch instead of falling through to the next source: it means a
-        # mirror or upstream changed, which a person has to look at.
-        return _install(tmp, target, source.url, dataset, _check(dataset, tmp, source.url))
-    if mirror is not None and dataset.member_sha256:
-        assembled = _fetch_members(dataset, mirror, dest_dir, failures)
-        if assembled is not None:
-            tmp, origin = assembled
-            return _install(tmp, target, origin, dataset, _check(dataset, tmp, origin))
-    members = ""
-    if dataset.member_sha256:
-        names = ", ".join(posixpath.basename(m) for m, _ in dataset.member_sha256)
-        members = f", or its member files {names} (each also as .gz) in {dataset.id}/"
-    raise DownloadError(
-        f"could not fetch dataset {dataset.id!r}; tried: {'; '.join(failures) or 'no sources'}. "
-        f"Set a mirror holding {dataset.id}/{dataset.file_name} (or a .gz copy){members} with {_MIRROR_HINT}"
-    )
+    try:
+        dest_dir.mkdir(parents=True, exist_ok=True)
+        if target.exists() and (checked := _existing(dataset, target)) is not None:
+            if not _matches_record(target):  # fetched by an older version, or checked anew just now
+                _record(target, f"the existing file {target}", checked)
+            return target
+        record_path(target).unlink(missing_ok=True)  # a record left beside no file describes nothing
+        with tempfile.TemporaryDirectory(dir=dest_dir, prefix=f".{dataset.file_name}.") as scratch:
+            path, origin = _bring(dataset, mirror or os.environ.get(MIRROR_ENV) or None, Path(scratch))
+            return _install(path, target, origin, dataset, _check(dataset, path, origin))
+    except OSError as exc:
+        if exc.errno != errno.ENOSPC:
+            raise
+        raise DiskFullError(
+            f"no space left writing {target} ({exc.strerror}): free space on the disk holding {dest_dir} and "
+            "rerun; nothing was kept"
+        ) from None
 
 
 def check_raw(dataset_id: str, raw_file: Path | str) -> str:

@@ -17,7 +17,9 @@
   size, tokenizer, the raw file's name and sha256, and what normalisation or <unk> mapping did.
 
 The raw file is first compared with the digest fetch recorded for it (``download.check_raw``): one
-that changed on disk after its check is refused, naming the file and the fix.
+that changed on disk after its check is refused, naming the file and the fix. :func:`read_splits`,
+:func:`char_level` and :func:`write_processed` are the steps, for corpora derived from a raw file
+(:mod:`.text8style`).
 
 ``fraction`` writes the first p % of a training split (a prefix, so smaller fractions are prefixes
 of larger ones).
@@ -151,7 +153,7 @@ def _first_seen(text: str, exclude: set[str]) -> list[str]:
     return sorted(set(text) - exclude, key=text.index)
 
 
-def _char_level(texts: dict[str, str]) -> tuple[dict[str, str], list[str], dict]:
+def char_level(texts: dict[str, str]) -> tuple[dict[str, str], list[str], dict]:
     vocab: list[str] = []
     for split in SPLITS:
         vocab += _first_seen(texts[split], set(vocab))
@@ -176,24 +178,40 @@ def _check_expected(dataset: Dataset, stats: dict, raw_file: Path) -> None:
         )
 
 
+def read_splits(dataset: Dataset, raw_file: Path, work_dir: Path) -> tuple[dict[str, str], dict]:
+    """The decoded, normalised text of each split of ``dataset``'s raw file, and what normalisation did.
+
+    Before anything is read, the raw file is compared with fetch's record (a file that changed on disk
+    since its check is refused); archive members are extracted into a scratch folder in ``work_dir``.
+    """
+    if not raw_file.is_file():
+        raise DataError(
+            f"raw file {raw_file} for dataset {dataset.id!r} not found; fetch it first: "
+            f"python -m rnnrepro.data fetch {dataset.id} --dest {raw_file.parent}"
+        )
+    check_raw(dataset.id, raw_file)
+    work_dir.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=work_dir, prefix=".extract-") as scratch:
+        return _raw_split_texts(dataset, raw_file, Path(scratch))
+
+
+def write_processed(out_dir: Path, files: dict[str, str], vocab: list[str], stats: dict) -> None:
+    """The files every training run reads: the three splits, vocab.txt and stats.json."""
+    for split in SPLITS:
+        write_text(out_dir / f"{split}.txt", files[split])
+    _write_vocab(out_dir / "vocab.txt", vocab)
+    write_text(out_dir / "stats.json", json.dumps(stats, indent=2, ensure_ascii=False) + "\n")
+
+
 def prepare(dataset_id: str, raw_file: Path | str, out_dir: Path | str) -> dict:
     """Write the processed splits, vocab.txt and stats.json of a dataset; returns the stats."""
     dataset = get_dataset(dataset_id)
     raw_file, out_dir = Path(raw_file), Path(out_dir)
-    if not raw_file.is_file():
-        raise DataError(
-            f"raw file {raw_file} for dataset {dataset_id!r} not found; fetch it first: "
-            f"python -m rnnrepro.data fetch {dataset_id} --dest {raw_file.parent}"
-        )
-    # Before anything is read: a raw file that changed on disk since fetch checked it is refused.
-    check_raw(dataset_id, raw_file)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(dir=out_dir, prefix=".extract-") as scratch:
-        texts, normalisation = _raw_split_texts(dataset, raw_file, Path(scratch))
+    texts, normalisation = read_splits(dataset, raw_file, out_dir)
     if dataset.tokenizer == "word":
         files, vocab, counts = _word_level(dataset, texts)
     else:
-        files, vocab, counts = _char_level(texts)
+        files, vocab, counts = char_level(texts)
     stats = {
         "dataset": dataset.id,
         "tokenizer": dataset.tokenizer,
@@ -205,10 +223,7 @@ def prepare(dataset_id: str, raw_file: Path | str, out_dir: Path | str) -> dict:
     if dataset.normalise:
         stats["normalisation"] = normalisation
     _check_expected(dataset, stats, raw_file)
-    for split in SPLITS:
-        write_text(out_dir / f"{split}.txt", files[split])
-    _write_vocab(out_dir / "vocab.txt", vocab)
-    write_text(out_dir / "stats.json", json.dumps(stats, indent=2, ensure_ascii=False) + "\n")
+    write_processed(out_dir, files, vocab, stats)
     return stats
 
 

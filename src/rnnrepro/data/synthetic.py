@@ -21,13 +21,11 @@ bytes on every Python version.
 
 from __future__ import annotations
 
-import gzip
-import io
 import random
-import tarfile
 from bisect import bisect
 from itertools import accumulate
 
+from .archive import pack
 from .registry import SPLITS, UNK, Dataset, SplitMembers, SyntheticSpec
 
 _CONSONANTS = "bdfgklmnprstvz"
@@ -172,19 +170,6 @@ def generate_text(spec: SyntheticSpec) -> str:
     return "".join(parts)
 
 
-def _deterministic_tgz(files: dict[str, str]) -> bytes:
-    """A .tgz whose bytes depend only on the files (no timestamps, owners or names of the writer)."""
-    buffer = io.BytesIO()
-    with gzip.GzipFile(filename="", mode="wb", fileobj=buffer, mtime=0) as gz:
-        with tarfile.open(fileobj=gz, mode="w", format=tarfile.PAX_FORMAT) as tar:
-            for name, text in files.items():
-                data = text.encode("utf-8")
-                info = tarfile.TarInfo(name)
-                info.size, info.mtime, info.mode = len(data), 0, 0o644
-                tar.addfile(info, io.BytesIO(data))
-    return buffer.getvalue()
-
-
 def synthetic_bytes(dataset: Dataset) -> bytes:
     """The raw file of a synthetic dataset: a .tgz of three splits (word) or one text (char)."""
     spec = dataset.synthetic
@@ -193,8 +178,6 @@ def synthetic_bytes(dataset: Dataset) -> bytes:
     assert isinstance(dataset.splits, SplitMembers)
     splits = generate_word_splits(spec)
     members = dict(zip((dataset.splits.train, dataset.splits.valid, dataset.splits.test), SPLITS))
-    return _deterministic_tgz(
-        {member: "".join(" ".join(line) + "\n" for line in splits[split])
-         for member, split in members.items()}
-    )
+    return pack("tgz", {member: "".join(" ".join(line) + "\n" for line in splits[split]).encode("utf-8")
+                        for member, split in members.items()})
 
