@@ -1,6 +1,7 @@
-"""PRU ablations and figures (issue 14: Tables 3 and 4, Figures 1, 4 and 5): the grid and every model's
-parameter count at the paper's widths, the analysis functions and each notebook on hand-made run
-folders, and a dry run of the paper budget listing every new cell."""
+"""The PRU study's grid beyond the cells: the dropout Table 1's standard rows and their variants train
+with; the ablations and figures (Tables 3 and 4, Figures 1, 4 and 5): every model's parameter count at
+the paper's widths, the analysis functions and each notebook on hand-made run folders, and a dry run
+of the paper budget listing every ablation cell."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ import torch
 from conftest import copy_project, snakemake
 
 from rnnrepro import grid
-from rnnrepro.analysis import pru
+from rnnrepro.analysis import pru, results
 from rnnrepro.analysis.run_notebook import run as run_notebook
 from rnnrepro.configuration import REPO_ROOT, load_study, load_yaml
 from rnnrepro.train.language_model import build_model
@@ -53,7 +54,50 @@ def counts(study: dict, model_id: str, budget: str = "paper", corpus: str = "ptb
     return sum(p.numel() for p in model.parameters()), model.recurrent_parameter_count()
 
 
-# --- the grid and its parameter counts ------------------------------------------------------------
+# --- Table 1's standard dropout -------------------------------------------------------------------
+
+STANDARD_ROWS = ("lstm_m1000", "lstm_m1200", "lstm_m1400", "pru_g1_k2_m1000", "pru_g2_k2_m1200", "pru_g4_k2_m1400")
+
+
+def resolved_dropouts(study: dict, model_id: str, corpus: str, budget: str = "paper") -> set[float]:
+    recipe = grid.resolve_cell(study, run_config(budget), grid.Cell("pru", corpus, model_id, 100, 1111))["recipe"]
+    return {recipe["dropout_input"], recipe["dropout_hidden"], recipe["dropout_output"]}
+
+
+@pytest.mark.parametrize("corpus", ["ptb", "wt2"])
+def test_table1_standard_rows_train_at_the_code_default_and_the_variant_at_the_papers_rate(study, corpus):
+    # Table 1's standard-dropout rows: the authors' code default 0.4; the dropout artifact's *_do05
+    # twins: the paper's stated 0.5, otherwise the same cell and recipe.
+    assert set(STANDARD_ROWS) < set(study["artifacts"]["table1"]["models"])
+    for model_id in STANDARD_ROWS:
+        assert study["models"][model_id]["recipe"] == "standard"
+        assert resolved_dropouts(study, model_id, corpus) == {0.4}
+        variant = f"{model_id}_do05"
+        assert resolved_dropouts(study, variant, corpus) == {0.5}
+        assert {k: v for k, v in study["models"][variant].items() if k != "recipe"} == \
+            {k: v for k, v in study["models"][model_id].items() if k != "recipe"}
+        base = grid.resolve_cell(study, run_config("paper"), grid.Cell("pru", corpus, model_id, 100, 1))["recipe"]
+        other = grid.resolve_cell(study, run_config("paper"), grid.Cell("pru", corpus, variant, 100, 1))["recipe"]
+        assert {k for k in base if base[k] != other[k]} == {"dropout_input", "dropout_hidden", "dropout_output"}
+    assert study["artifacts"]["dropout"]["models"] == [m for row in STANDARD_ROWS for m in (row, f"{row}_do05")]
+    # the smoke and reduced budgets keep the cheapest pair, headline row first
+    for budget in ("smoke", "reduced"):
+        assert study["budgets"][budget]["artifacts"]["dropout"]["models"] == ["lstm_m1000", "lstm_m1000_do05"]
+    assert resolved_dropouts(study, "lstm_m1000", "synth_ptb", "smoke") == {0.4}
+
+
+def test_dropout_table_pairs_each_variant_with_its_table1_row(study):
+    cells = pd.DataFrame([
+        {"dataset": "ptb", "corpus": "ptb", "model": model, "recipe": study["models"][model]["recipe"], "cell": "lstm",
+         "budget": "paper", "seed": 1111, "val_ppl": ppl + 2, "test_ppl": ppl}
+        for model, ppl in (("lstm_m1000", 66.0), ("lstm_m1000_do05", 70.0))])
+    table = results.pru_dropout_table(cells, study)
+    assert table[["model", "paper_model", "dropout"]].values.tolist() == [
+        ["lstm_m1000", "lstm_m1000", 0.4], ["lstm_m1000_do05", "lstm_m1000", 0.5]]
+    assert table["paper_test_ppl"].tolist() == [66.29, 66.29]
+
+
+# --- the ablation grid and its parameter counts ---------------------------------------------------
 
 def test_ablation_models_are_one_layer_600_wide_tied_standard_dropout(study):
     models = {m for a in ("table3", "table4", "fig5") for m in study["artifacts"][a]["models"]}
