@@ -49,7 +49,7 @@ def random_inputs(layer, seq_len: int, batch: int, seed: int = 1):
 
 
 # --------------------------------------------------------------------------------------------------
-# Parameter counts (pru_awd.md §2)
+# Parameter counts (Tables 1 and 3 of the PRU paper)
 
 TABLE1 = {  # model id: (cell, hidden size, cell options, PTB total, paper PTB M, paper WT-2 M)
     "lstm_m1000": ("lstm", 1000, {}, 19_869_200, 20, 29),

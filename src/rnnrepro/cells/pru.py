@@ -15,9 +15,9 @@ paper's notation (§3, Eqs. 5-6), with F_I the transformation of the input and F
     GLT: h_{t-1} = [h^1, ..., h^g] (g contiguous groups of M/g),
          F_G^v(h_{t-1}, g) = [h^1 W_v^{h,1}, ..., h^g W_v^{h,g}]   (block-diagonal)
 
-Implementation follows the authors' code (sacmehta/PRU: PRU.py, PRUTransforms.py; reference note
-``pru_awd.md`` §1): pre-activations in gate order (f, g, i, o), each PT level is ``Linear(n_i, 4 d_i)``
-with bias whose output is split into four contiguous gate chunks and concatenated level-major, the GLT
+Implementation follows the authors' code (sacmehta/PRU: PRU.py, PRUTransforms.py): pre-activations in
+gate order (f, g, i, o), each PT level is ``Linear(n_i, 4 d_i)`` with bias whose output is split into
+four contiguous gate chunks and concatenated level-major, the GLT
 has ``W`` of shape (g, M/g, 4M/g) and a bias (g, 4M/g), each group's output split into the four gates
 and concatenated group-major. Two biases per gate unit (input side + context side), like nn.LSTM.
 
