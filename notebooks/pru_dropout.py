@@ -9,14 +9,16 @@
 # ---
 
 # %% [markdown]
-# # PRU, Table 1's standard dropout: 0.5 (the paper) or 0.4 (the authors' code)?
+# # PRU, Table 1's standard dropout: 0.4 (the authors' code) or 0.5 (the paper)?
 #
-# The paper gives 0.5 for the standard-dropout rows of Table 1; the authors' code defaults to 0.4 and
-# their published commands do not change it. The same LSTM and PRU cells are trained with both
-# (`standard` and `standard_do04` in `config/studies/pru.yaml`); each row sits beside the paper's
-# Table 1 number of its model (`paper_model`). The scorecard's `paper_dropout_is_0_4` claims say which
-# variant the paper's numbers fit; that needs converged models (the paper budget). Under the smoke
-# budget the models are tiny and the corpora synthetic (column `corpus`).
+# The paper gives 0.5 for the standard-dropout rows of Table 1; the authors' code defaults to 0.4,
+# their published commands do not change it, and the results their README reports for the released
+# code land within about a perplexity point of Table 1. So Table 1's cells train at 0.4 (recipe
+# `standard` in `config/studies/pru.yaml`) and the same LSTM and PRU cells are trained at 0.5 beside
+# them (recipe `standard_do05`, models `*_do05`); each row sits beside the paper's Table 1 number of its
+# model (`paper_model`). The scorecard's `paper_dropout_is_0_4` claims say which rate the paper's
+# numbers fit; that needs converged models (the paper budget). Under the smoke budget the models are
+# tiny and the corpora synthetic (column `corpus`).
 
 # %% tags=["parameters"]
 study = "pru"
@@ -42,7 +44,7 @@ table.to_csv(tables[0], index=False)
 table
 
 # %% [markdown]
-# Test perplexity of each model at dropout 0.5 and 0.4; the horizontal mark is the paper's number.
+# Test perplexity of each model at dropout 0.4 and 0.5; the horizontal mark is the paper's number.
 
 # %%
 grid = sns.catplot(data=table.assign(dropout=table["dropout"].astype(str)), kind="point", x="paper_model",
@@ -52,6 +54,6 @@ for dataset, ax in grid.axes_dict.items():
     ax.scatter(rows["paper_model"], rows["paper_test_ppl"], marker="_", s=400, color="black", label="paper")
 grid.set_axis_labels("", "test perplexity")
 grid.set_xticklabels(rotation=30, ha="right")
-grid.figure.suptitle(f"Standard dropout 0.5 vs 0.4 (budget {table['budget'].iloc[0]}); black: the paper", y=1.03)
+grid.figure.suptitle(f"Standard dropout 0.4 vs 0.5 (budget {table['budget'].iloc[0]}); black: the paper", y=1.03)
 grid.figure.savefig(figures[0], dpi=120, bbox_inches="tight")
 plt.show()

@@ -13,7 +13,8 @@
 #
 # Mehta et al., EMNLP 2018, §5. One-layer language models, embedding = hidden = 600 (tied), g = 1,
 # K = 4, standard dropout; validation perplexity on PTB and WikiText-2. Skip takes every other
-# element; max and avg pool use the authors' code's kernels (7, 5, 3 for K = 4; the paper says 3);
+# element; max and avg pool use the authors' code's kernels (7, 5, 3 for K = 4; the paper's text says 3
+# at every level, cell option `pooling_kernels: paper`);
 # the convolution is a learned stride-2 kernel of 3 with tanh, one per level (the paper leaves
 # sharing open). The avg-pool row is the same cell as Figure 5's g = 1, K = 4 point. Under the smoke
 # budget the models are tiny and trained on synthetic stand-ins (column `corpus`).

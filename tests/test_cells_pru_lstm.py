@@ -49,7 +49,7 @@ def random_inputs(layer, seq_len: int, batch: int, seed: int = 1):
 
 
 # --------------------------------------------------------------------------------------------------
-# Parameter counts (pru_awd.md §2)
+# Parameter counts (Tables 1 and 3 of the PRU paper)
 
 TABLE1 = {  # model id: (cell, hidden size, cell options, PTB total, paper PTB M, paper WT-2 M)
     "lstm_m1000": ("lstm", 1000, {}, 19_869_200, 20, 29),
@@ -178,7 +178,8 @@ def test_pru_with_one_group_one_level_and_no_residual_is_an_lstm(sizes):
     torch.testing.assert_close(c_pru, c_lstm, rtol=1e-12, atol=1e-12)
 
 
-POOLING_KERNELS = {2: [3], 3: [5, 3]}  # the authors' schedule for levels 1..K-1, written out
+# pooling kernels for levels 1..K-1, written out: the authors' code's schedule and the paper's text's
+POOLING_KERNELS = {"code": {2: [3], 3: [5, 3], 4: [7, 5, 3]}, "paper": {2: [3], 3: [3, 3], 4: [3, 3, 3]}}
 
 
 def reference_subsample(kind: str, x: torch.Tensor, kernel: int) -> torch.Tensor:
@@ -190,11 +191,21 @@ def reference_subsample(kind: str, x: torch.Tensor, kernel: int) -> torch.Tensor
     return x[..., ::2]
 
 
+def reference_level(linear: torch.nn.Module, level_input: torch.Tensor) -> list[torch.Tensor]:
+    """One pyramid level's four gate chunks (f, g, i, o). A grouped level: the input cut into as many
+    contiguous near-equal parts as the level has (torch.tensor_split), part j feeding unit group j of
+    every gate."""
+    parts = getattr(linear, "parts", [linear])
+    pieces = torch.tensor_split(level_input, len(parts), dim=1)
+    per_part = [torch.chunk(F.linear(piece, part.weight, part.bias), 4, dim=1) for part, piece in zip(parts, pieces)]
+    return [torch.cat([chunks[gate] for chunks in per_part], dim=1) for gate in range(4)]
+
+
 def reference_pru(layer: PRULayer, x: torch.Tensor, h: torch.Tensor, c: torch.Tensor):
     """The authors' per-step PRU (PRU.py + PRUTransforms.py) written out, one time step at a time."""
     pyramid, glt = layer.input_transform.levels, layer.context_transform
     batch, hidden, groups = x.shape[1], layer.hidden_size, glt.groups
-    kernels = POOLING_KERNELS[len(pyramid)]
+    kernels = POOLING_KERNELS[layer.pooling_kernels][len(pyramid)]
     outputs = []
     for x_t in x:
         level_input = x_t.unsqueeze(1)
@@ -202,7 +213,7 @@ def reference_pru(layer: PRULayer, x: torch.Tensor, h: torch.Tensor, c: torch.Te
         for level, linear in enumerate(pyramid):
             if level > 0:
                 level_input = reference_subsample(layer.subsample, level_input, kernels[level - 1])
-            chunks = torch.chunk(F.linear(level_input.squeeze(1), linear.weight, linear.bias), 4, dim=1)
+            chunks = reference_level(linear, level_input.squeeze(1))
             gates = chunks if gates is None else [torch.cat([a, b], 1) for a, b in zip(gates, chunks)]
         if layer.residual and x_t.shape[1] == hidden:
             gates = [gate + x_t for gate in gates]
@@ -227,6 +238,62 @@ def test_hoisted_pru_equals_the_per_step_reference(sizes, levels, subsample):
     torch.testing.assert_close(y, y_ref, rtol=1e-12, atol=1e-12)
     torch.testing.assert_close(h_last, h_ref, rtol=1e-12, atol=1e-12)
     torch.testing.assert_close(c_last, c_ref, rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("options", [
+    dict(levels=3, pyramid_groups=2),                       # levels of 15 / 7 / 4 inputs: some cut unevenly
+    dict(levels=2, pyramid_groups=3, subsample="max"),
+    dict(levels=3, pooling_kernels="paper"),                # kernel 3 at every level, not 5, 3
+    dict(levels=4, pooling_kernels="paper", subsample="max"),
+])
+@pytest.mark.parametrize("sizes", [(14, 14), (15, 14)])
+def test_pyramid_options_equal_the_per_step_reference(sizes, options):
+    layer = randomize_(PRULayer(*sizes, groups=2, **options).double())
+    x, (h, c) = random_inputs(layer, seq_len=6, batch=3)
+    y, (h_last, c_last) = layer(x, (h, c))
+    y_ref, h_ref, c_ref = reference_pru(layer, x, h, c)
+    torch.testing.assert_close(y, y_ref, rtol=1e-12, atol=1e-12)
+    torch.testing.assert_close(h_last, h_ref, rtol=1e-12, atol=1e-12)
+    torch.testing.assert_close(c_last, c_ref, rtol=1e-12, atol=1e-12)
+
+
+def test_paper_pooling_kernels_differ_from_the_codes_beyond_two_levels():
+    code = randomize_(PRULayer(16, 16, levels=3, groups=2).double())
+    paper = copy.deepcopy(code)
+    paper.input_transform.kernel_sizes = POOLING_KERNELS["paper"][3]
+    assert code.input_transform.kernel_sizes == [5, 3]
+    assert PRULayer(16, 16, levels=3, groups=2, pooling_kernels="paper").input_transform.kernel_sizes == [3, 3]
+    x, state = random_inputs(code, seq_len=2, batch=2)
+    assert not torch.allclose(code(x, state)[0], paper(x, state)[0])
+    # no parameter count changes with the schedule
+    assert parameter_count(PRULayer(16, 16, levels=3, groups=2, pooling_kernels="paper")) == parameter_count(code)
+
+
+@pytest.mark.parametrize("sizes, options", [
+    ((600, 600), dict(levels=4, groups=4, pyramid_groups=4)),             # R3 grouped: 75, 337, 38 cut unevenly
+    ((600, 600), dict(levels=4, groups=4, pyramid_groups=4, context_transform="pt")),
+    ((400, 1400), dict(levels=2, groups=4, pyramid_groups=4)),
+    ((37, 22), dict(levels=3, groups=2, pyramid_groups=3, subsample="conv")),
+])
+def test_grouped_pyramid_counts_follow_the_formula(sizes, options):
+    assert parameter_count(shape_only("pru", *sizes, **options)) == pru_params(*sizes, **options)
+
+
+def test_grouped_pyramid_levels_are_block_diagonal_and_initialised_like_the_code():
+    layer = PRULayer(10, 12, levels=2, groups=2, pyramid_groups=3)
+    level = layer.input_transform.levels[0]  # n = 10 -> parts 4, 3, 3; d = 9 -> 3, 3, 3 units per gate
+    assert [(p.weight.shape, p.bias.shape) for p in level.parts] == [((12, 4), (12,)), ((12, 3), (12,)),
+                                                                       ((12, 3), (12,))]
+    for part in level.parts:
+        torch.testing.assert_close(part.weight @ part.weight.T, torch.eye(part.weight.shape[0])) \
+            if part.weight.shape[0] <= part.weight.shape[1] else \
+            torch.testing.assert_close(part.weight.T @ part.weight, torch.eye(part.weight.shape[1]))
+        assert not part.bias.any()
+    x = torch.zeros(1, 10)
+    x[0, 5] = 1.0  # an input of the second group reaches only the second group's units of each gate
+    out = level(x) - level(torch.zeros(1, 10))
+    assert out[0, :, 3:6].abs().sum() > 0 and not out[0, :, :3].any() and not out[0, :, 6:].any()
+    assert "groups=3" in repr(layer.input_transform)
 
 
 def test_conv_subsampling_shapes_and_gradients():
@@ -311,6 +378,7 @@ WEIGHT_DROP_LAYERS = {
     "pru": lambda: PRULayer(6, 6, levels=2, groups=2),
     "pru_lt_context": lambda: PRULayer(6, 6, levels=2, groups=2, context_transform="lt"),
     "pru_pt_context": lambda: PRULayer(6, 6, levels=2, groups=2, context_transform="pt"),
+    "pru_pt_context_grouped": lambda: PRULayer(8, 8, levels=2, groups=2, context_transform="pt", pyramid_groups=2),
 }
 
 
@@ -373,6 +441,11 @@ def test_lstm_forward_raises_no_warnings(recwarn):
     (dict(input_transform="lt"), "residual"),          # the residual lives in the pyramidal transformation
     (dict(levels=0), "levels"),
     (dict(levels=10), "levels"),                       # 10 units cannot feed ten levels
+    (dict(pyramid_groups=0), "pyramid_groups"),
+    (dict(pyramid_groups=3, levels=3), "pyramid_groups"),  # level 2 has 2 units per gate for 3 groups
+    (dict(pyramid_groups=2, input_transform="glt", residual=False), "pyramid_groups"),  # no pyramid to split
+    (dict(pooling_kernels="median"), "pooling_kernels"),
+    (dict(pooling_kernels="paper", subsample="skip"), "pooling_kernels"),
 ])
 def test_bad_options_raise_value_errors_naming_the_option(options, option_name):
     settings = dict(levels=2, groups=2) | options

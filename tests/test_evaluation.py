@@ -17,7 +17,8 @@ from rnnrepro.analysis import lrn, pru
 from rnnrepro.analysis.autocomplete import example_predictions
 from rnnrepro.analysis.run_notebook import run as run_notebook
 from rnnrepro.cells import detach_state
-from rnnrepro.configuration import REPO_ROOT, ConfigError, load_study
+from rnnrepro import grid
+from rnnrepro.configuration import REPO_ROOT, ConfigError, load_run_config, load_study, load_yaml
 from rnnrepro.data.corpus import Corpus
 from rnnrepro.evaluation import dynamic, entropy, saliency
 from rnnrepro.evaluation.dynamic import DynamicEvaluator, DynamicSettings, gradient_statistics, static_loss
@@ -120,12 +121,13 @@ def test_decay_pulls_the_weights_back_toward_theta0():
 
 def test_gradient_statistics_are_the_root_mean_square_of_segment_gradients():
     model = tiny_model()
-    train = stream(5, 41)  # batch 2: 20 rows, segments of 9 -> rows 0-9, 9-18, 18-19 (3 segments)
+    train = stream(5, 41)  # batch 2: 20 rows, segments of 9 -> rows 0-9, 9-18 (the script leaves out 18-19)
     stats = gradient_statistics(model, train, batch_size=2, segment_length=9)
-    assert stats.segments == 3
+    assert stats.segments == stats.split_segments == 2
+    assert stats.tensors == len(list(model.parameters()))  # nn.LSTM: stored as the reference code stores it
     source = train[:40].view(2, 20).t()
     state, squares = model.init_state(2), [torch.zeros_like(p) for p in model.parameters()]
-    for start in (0, 9, 18):
+    for start in (0, 9):
         stop = min(start + 9, 19)
         out = model(source[start:stop], state)
         loss = F.cross_entropy(out.logits.reshape(-1, VOCAB), source[start + 1 : stop + 1].reshape(-1))
@@ -133,7 +135,7 @@ def test_gradient_statistics_are_the_root_mean_square_of_segment_gradients():
         loss.backward()
         squares = [s + p.grad ** 2 for s, p in zip(squares, model.parameters())]
         state = [detach_state(layer) for layer in out.state]
-    ms = [torch.sqrt(s / 3) for s in squares]
+    ms = [torch.sqrt(s / 2) for s in squares]
     mean = torch.stack([m.mean() for m in ms]).mean()
     for got, want, rate in zip(stats.ms, ms, stats.decay_rates):
         torch.testing.assert_close(got, want)
@@ -170,12 +172,169 @@ def test_heads_returning_log_probabilities_give_the_same_losses():
 def test_tuning_picks_the_best_grid_point_and_reports_every_one():
     model = tiny_model()
     stats = gradient_statistics(model, stream(2, 600), 3, 5)
-    chosen, grid = dynamic.tune(model, stats, repeated_text(), lrs=[0.0, 1e-3], decays=[1e-3, 1e-2],
-                                epsilon=1e-5, segment_length=5)
+    points = [dynamic.GridPoint(lr, decay, DynamicSettings(lr, decay, 1e-5, 5))
+              for decay in (1e-3, 1e-2) for lr in (0.0, 1e-3)]
+    chosen, grid = dynamic.tune(model, stats, repeated_text(), points)
     assert [(row["decay"], row["lr"]) for row in grid] == [(1e-3, 0.0), (1e-3, 1e-3), (1e-2, 0.0), (1e-2, 1e-3)]
     best = min(grid, key=lambda row: row["tune_loss"])
     assert (chosen.lr, chosen.decay) == (best["lr"], best["decay"]) and chosen.lr == 1e-3
     assert grid[0]["tune_loss"] == pytest.approx(grid[2]["tune_loss"])  # lr 0: static, whatever λ
+
+
+# -- the old scaling, against a transcription of the script the LRN authors ran ---------------------
+
+def mos_config(cell: str) -> dict:
+    """A tiny model in the LRN study's form: 2 layers, the last of its own width, a tied MoS head."""
+    config = tiny_config(cell=cell, layers=2, tie=True, hidden=8, embedding=6)
+    config["architecture"].update(head={"type": "mixture_of_softmaxes", "experts": 2, "latent_dropout": 0.0},
+                                  last_hidden_size=7)
+    return config
+
+
+def mos_model(cell: str, seed: int = 0):
+    torch.manual_seed(seed)
+    return build_model(mos_config(cell), VOCAB).double().eval()
+
+
+def authors_tensors(model, ms: dict[str, torch.Tensor]) -> list[torch.Tensor]:
+    """MS laid out as the tensors of the LRN authors' model (bzhangGo/lrn lm/code/model.py + rnn.py, read
+    there): per layer the LSTMCell's _W = [x; h] -> 4M and _b; the GRUCell's _W = [x; h] -> (r, u),
+    _W_b, _U = [x; r*h] -> c, _U_b; the LRNCell's _W and _W_b; and the embedding, MoS prior, latent
+    weight and bias and decoder bias, one tensor each. ``ms`` is keyed by our parameter names."""
+    tensors, done = [], set()
+    for i, layer in enumerate(model.layers):
+        name = type(layer).__name__
+        if name not in ("SingleBiasLSTMLayer", "SingleBiasGRULayer"):
+            continue  # the LRNCell's _W and _W_b are our weight_ih and bias
+        ours = [f"layers.{i}.{n}" for n in ("weight_ih", "weight_hh", "bias")]
+        w_ih, w_hh, b = (ms[n] for n in ours)
+        if name == "SingleBiasLSTMLayer":
+            tensors += [torch.cat([w_ih, w_hh], dim=1).t(), b]
+        else:
+            m = layer.hidden_size
+            tensors += [torch.cat([w_ih[: 2 * m], w_hh[: 2 * m]], dim=1).t(), b[: 2 * m],
+                        torch.cat([w_ih[2 * m:], w_hh[2 * m:]], dim=1).t(), b[2 * m:]]
+        done.update(ours)
+    return tensors + [v for k, v in ms.items() if k not in done]
+
+
+def authors_dynamic_eval(model, train: torch.Tensor, test: torch.Tensor, lr: float, lamb: float, epsilon: float,
+                         bptt: int, batch_size: int) -> float:
+    """bzhangGo/lrn lm/code/dynamiceval.py (Krause's first version, no --ms), transcribed: gradient
+    statistics on the training stream, then the test stream at batch 1; returns the perplexity."""
+    names = [n for n, _ in model.named_parameters()]
+    params = list(model.parameters())
+
+    def get_batch(source, i):
+        seq_len = min(bptt, len(source) - 1 - i)
+        return source[i:i + seq_len], source[i + 1:i + 1 + seq_len].reshape(-1)
+
+    def loss_of(data, targets, hidden):
+        out = model(data, hidden)  # the MoS head returns log-probabilities, as their model
+        return F.nll_loss(out.logits.reshape(-1, out.logits.size(-1)), targets), out.state
+
+    train_data = train[: len(train) // batch_size * batch_size].view(batch_size, -1).t()
+    squares = [torch.zeros_like(p) for p in params]
+    hidden, batch, i = model.init_state(batch_size), 0, 0
+    while i < train_data.size(0) - 1 - 1:
+        data, targets = get_batch(train_data, i)
+        hidden = [detach_state(h) for h in hidden]
+        model.zero_grad()
+        loss, hidden = loss_of(data, targets, hidden)
+        loss.backward()
+        squares = [s + p.grad * p.grad for s, p in zip(squares, params)]
+        batch += 1
+        i += bptt
+    ms = [torch.sqrt(s) for s in squares]
+    gsum = sum(torch.mean(t) for t in authors_tensors(model, dict(zip(names, ms))))
+    decrate = [(m / gsum).clamp(max=1 / lamb) for m in ms]
+    data0 = [p.detach().clone() for p in params]
+
+    eval_data = test.reshape(-1, 1)
+    total_loss, batch, i, last = 0.0, 0.0, 0, False
+    hidden, seq_len = model.init_state(1), bptt
+    while i < eval_data.size(0) - 1 - 1:
+        if i + seq_len >= eval_data.size(0):
+            if last:
+                break
+            seq_len = eval_data.size(0) - i - 1
+            last = True
+        data, targets = get_batch(eval_data, i)
+        hidden = [detach_state(h) for h in hidden]
+        model.zero_grad()
+        loss, hidden = loss_of(data, targets, hidden)
+        loss.backward()
+        with torch.no_grad():
+            for p, d, p0, m in zip(params, decrate, data0, ms):
+                p += lamb * d * (p0 - p) - lr * p.grad / (m + epsilon)
+        total_loss += (seq_len / bptt) * loss.item()
+        batch += seq_len / bptt
+        i += seq_len
+    with torch.no_grad():
+        for p, p0 in zip(params, data0):
+            p.copy_(p0)
+    return math.exp(total_loss / batch)
+
+
+def old_scaling_spec(lr: float, decay: float, epsilon: float, **changes) -> dict:
+    return {"scaling": "old", "splits": ["test"], "segment_length": 5, "tuned_segment_length": 5,
+            "stats_batch_size": 4, "stats_max_segments": None, "lr": [lr], "decay": [decay], "epsilon": epsilon,
+            "tune_tokens": None, **changes}
+
+
+@pytest.mark.parametrize("cell, tensors", [("lstm_single_bias", 2 * 2 + 5), ("gru_single_bias", 2 * 4 + 5),
+                                           ("lrn", 2 * 2 + 5)])
+def test_old_scaling_is_the_authors_update_on_their_tensors(cell, tensors):
+    # Settings large enough for the decay term to matter (old scale): η 0.01, λ 0.2 (clip at 1/λ = 5).
+    lr, lamb, epsilon = 0.01, 0.2, 1e-3
+    # 61 rows of 4 streams; a text seen 9 times (adaptation helps), 88 tokens: (88 - 1) % 5 = 2, no lone target
+    train, test = stream(11, 4 * 61), repeated_text(length=10, times=9)[:88]
+    corpus = Corpus(vocab=[f"w{i}" for i in range(VOCAB)], tokenizer="word", train=train, valid=test[:0], test=test)
+    model = mos_model(cell)
+    theirs = authors_dynamic_eval(model, train, test, lr, lamb, epsilon, bptt=5, batch_size=4)
+    ours = dynamic.run(model, corpus, old_scaling_spec(lr, lamb, epsilon))
+    assert ours["published_tensors"] == tensors and ours["stats_split_segments"] == ours["stats_segments"] == 12
+    assert ours["dynamic_test_ppl"] == pytest.approx(theirs, rel=1e-9)
+    assert ours["dynamic_test_ppl"] < 0.9 * ours["static_test_ppl"]  # the adaptation does something
+    # the applied (current-scale) settings: λ / T, η / √S, ε / √S
+    assert (ours["decay"], ours["lr"], ours["epsilon"]) == pytest.approx((lamb / tensors, lr / 12 ** 0.5,
+                                                                          epsilon / 12 ** 0.5))
+    # dividing λ by our own tensor count (14-style: 3 a layer for the LSTM and GRU) would not be their update
+    ours_count = len(list(model.parameters()))
+    if ours_count != tensors:
+        naive = dynamic.DynamicEvaluator(model, gradient_statistics(model, train, 4, 5),
+                                         DynamicSettings(lr / 12 ** 0.5, lamb / ours_count, epsilon / 12 ** 0.5, 5))
+        assert math.exp(naive.evaluate(test)) != pytest.approx(theirs, rel=1e-3)
+
+
+def test_published_tensors_of_the_lrn_studys_models():
+    # The authors' MoS LM: 5 tensors beside the layers (embedding, prior, latent weight and bias, decoder
+    # bias) + per layer LSTM 2, GRU 4, ATR 4, SRU 4, LRN 2 -> 11, 17, 17, 17, 11; ours hold 14 for LSTM and GRU.
+    study = load_study("lrn")
+    config = load_run_config({**load_yaml(REPO_ROOT / "config/config.yaml"), "budget": "smoke"})
+    expected = {"lstm": (11, 14), "gru": (17, 14), "atr": (17, 17), "sru": (17, 17), "lrn": (11, 11)}
+    for model_id, (published, ours) in expected.items():
+        cfg = grid.resolve_cell(study, config, grid.Cell("lrn", "synth_ptb", model_id, 100, 1))
+        model = build_model(cfg, 50)
+        tensors = dynamic.published_tensors(model)
+        assert (len(tensors), len(list(model.parameters()))) == (published, ours), model_id
+        # every element of every parameter in exactly one published tensor
+        covered = [torch.zeros_like(p, dtype=torch.int) for p in model.parameters()]
+        for pieces in tensors:
+            for index, rows in pieces:
+                covered[index][slice(None) if rows is None else rows] += 1
+        assert all((c == 1).all() for c in covered), model_id
+
+
+def test_settings_are_scaled_to_the_segment_length_they_run_at():
+    stats = dynamic.GradientStatistics(ms=[], decay_rates=[], segments=100, split_segments=400, tensors=11)
+    spec = {"scaling": "current", "segment_length": 20, "tuned_segment_length": 5, "epsilon": 2e-5}
+    assert dynamic.applied_settings(spec, stats, 5e-5, 2e-3) == DynamicSettings(2e-4, 8e-3, 2e-5, 20)
+    old = {**spec, "scaling": "old", "epsilon": 0.001}
+    applied = dynamic.applied_settings(old, stats, 0.002, 0.075)
+    assert (applied.lr, applied.decay, applied.epsilon) == pytest.approx((0.002 / 20 * 4, 0.075 / 11 * 4, 0.001 / 20))
+    with pytest.raises(ValueError, match="scaling 'new'"):
+        dynamic.applied_settings({**spec, "scaling": "new"}, stats, 1e-5, 1e-3)
 
 
 class CudnnProbe(LogProbabilityHead):
@@ -297,17 +456,30 @@ def test_sequences_are_the_first_long_enough_sentences():
 
 def test_study_evaluations_resolve_per_budget():
     study = load_study("pru")
-    paper = evaluation_spec(study, {"budget": "paper", "device": "cpu", "threads": 1}, "dynamic_eval")
-    smoke = evaluation_spec(study, {"budget": "smoke", "device": "cpu", "threads": 1}, "dynamic_eval")
+    paper = evaluation_spec(study, {"budget": "paper", "device": "cpu", "threads": 1}, "dynamic_eval", "ptb")
+    smoke = evaluation_spec(study, {"budget": "smoke", "device": "cpu", "threads": 1}, "dynamic_eval", "synth_ptb")
     assert paper["lr"] == [3e-5, 4e-5, 5e-5, 6e-5, 7e-5, 1e-4] and paper["segment_length"] == 5
-    assert smoke["method"] == "dynamic" and smoke["segment_length"] == 20
+    assert smoke["method"] == "dynamic" and smoke["segment_length"] == 20 and smoke["tuned_segment_length"] == 5
     files = artifact_evaluation_files(study, {"budget": "smoke", "seeds": [1111]}, "fig3")
     assert files == ["results/runs/pru/synth_ptb/pru_g4_k2_m1400/frac100/seed1111/entropy.json",
                      "results/runs/pru/synth_ptb/lstm_m1000/frac100/seed1111/entropy.json"]
 
 
+def test_lrn_study_runs_the_authors_settings_per_dataset():
+    # bzhangGo/lrn lm/README.md: PTB --lamb 0.075, WT-2 --epsilon 0.002, the old script's defaults otherwise
+    study = load_study("lrn")
+    for budget, corpus, n in (("paper", "ptb", 5), ("paper", "wt2", 5), ("reduced", "wt2", 20), ("smoke", "synth_ptb", 20)):
+        spec = evaluation_spec(study, {"budget": budget, "device": "cpu", "threads": 1}, "dynamic_eval", corpus)
+        dataset = corpus.removeprefix("synth_")
+        assert (spec["scaling"], spec["lr"], spec["segment_length"], spec["tuned_segment_length"]) == ("old", [0.002], n, 5)
+        assert (spec["decay"], spec["epsilon"]) == ({"ptb": ([0.075], 0.001), "wt2": ([0.02], 0.002)}[dataset])
+        assert "dataset_settings" not in spec
+
+
 @pytest.mark.parametrize("change, message", [
     (lambda s: s["artifacts"]["fig3"].update(evaluations=["entropies"]), "unknown evaluation 'entropies'"),
+    (lambda s: s["evaluations"]["dynamic_eval"].update(dataset_settings={"wt3": {}}), "dataset_settings.wt3"),
+    (lambda s: s["evaluations"]["dynamic_eval"].update(dataset_settings={"wt2": {"scaling": "new"}}), "scaling"),
     (lambda s: s["evaluations"].update(metrics=s["evaluations"]["entropy"]), "taken by the run folder"),
     (lambda s: s["budgets"]["smoke"]["evaluations"].update(entropy={"method": "saliency"}), "not the method"),
     (lambda s: s["budgets"]["smoke"]["evaluations"].update(entropy={"streams": 0}), "streams"),
@@ -353,9 +525,9 @@ def evaluation_cli(run_dir: Path, spec: dict, output: Path) -> subprocess.Comple
 def test_cli_runs_each_method_over_a_run_folder(tmp_path):
     run_dir = trained_cell(tmp_path)
     specs = {
-        "dynamic_eval": {"method": "dynamic", "splits": ["valid", "test"], "segment_length": 5, "stats_batch_size": 4,
-                         "stats_max_segments": 10, "epsilon": 1e-5, "lr": [0.0, 1e-2], "decay": [1e-3],
-                         "tune_tokens": 100},
+        "dynamic_eval": {"method": "dynamic", "scaling": "current", "splits": ["valid", "test"], "segment_length": 5,
+                         "tuned_segment_length": 5, "stats_batch_size": 4, "stats_max_segments": 10, "epsilon": 1e-5,
+                         "lr": [0.0, 1e-2], "decay": [1e-3], "tune_tokens": 100},
         "entropy": {"method": "entropy", "split": "valid", "streams": 3},
         "saliency": {"method": "saliency", "split": "test", "sequences": 2, "length": 5},
     }
@@ -393,8 +565,8 @@ def test_cli_names_a_damaged_model(tmp_path):
     run_dir = trained_cell(tmp_path)
     weights = run_dir / "model.pt"
     weights.write_bytes(weights.read_bytes()[:-100])
-    result = evaluation_cli(run_dir, {"name": "e", "method": "entropy", "split": "valid", "streams": 2,
-                                      "device": "cpu", "threads": 1}, tmp_path / "e.json")
+    result = evaluation_cli(run_dir, {"name": "e", "method": "entropy", "split": "valid", "streams": 2},
+                            tmp_path / "e.json")
     assert result.returncode == 1 and "Traceback" not in result.stderr
     assert result.stderr.count("\n") == 1, result.stderr
     assert f"error: {weights} is damaged (" in result.stderr

@@ -58,6 +58,9 @@ KERNEL_CELLS = [
     pytest.param("rhn", {}, id="rhn"),
     pytest.param("pru", {}, id="pru"),
     pytest.param("pru", {"context_transform": "lt", "input_transform": "lt", "residual": False}, id="pru-lt"),
+    # the pyramid options change only the input side, computed before the fused loop
+    pytest.param("pru", {"pyramid_groups": 2}, id="pru-grouped-pyramid"),
+    pytest.param("pru", {"levels": 3, "pooling_kernels": "paper"}, id="pru-paper-kernels"),
 ]
 
 

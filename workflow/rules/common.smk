@@ -228,7 +228,7 @@ def evaluation_inputs(wildcards):
 
 def evaluation_config(wildcards):
     return json.dumps(
-        evaluation_spec(STUDIES[wildcards.study], config, wildcards.evaluation)
+        evaluation_spec(STUDIES[wildcards.study], config, wildcards.evaluation, wildcards.corpus)
     )
 
 

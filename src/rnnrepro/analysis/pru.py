@@ -2,7 +2,11 @@
 
 - Table 3 (``table3``): which transformation the PRU applies to the context h_{t-1} and to the input
   x_t (LT dense, GLT grouped, PT pyramidal), one-layer LMs with K = g = 4. Each row's label R1-R6 is
-  read from the cell options a run was trained with, not from its model id.
+  read from the cell options a run was trained with, not from its model id; ``pyramid_groups`` says
+  whether a row's pyramid is the released one (1) or also split into g groups.
+- Parameter counts of both pyramids (``ablation_counts``): every Table 3 row and Figure 5 point built
+  at the paper's sizes (no training) with the released pyramid and with a grouped one, beside the
+  paper's printed counts, so the scorecard can say which cell the paper counted.
 - Table 4 (``table4``): how a pyramid level sub-samples the previous one (g = 1, K = 4).
 - Figure 5 (``fig5_table``): validation perplexity against recurrent-unit (RU) parameters as K and g
   vary; the RU saving is relative to a one-layer LSTM of the same sizes, 4M(N + M) + 8M parameters.
@@ -30,15 +34,16 @@ from pathlib import Path
 
 import pandas as pd
 
+from .. import grid
 from ..cells.counting import lstm_params
 from .results import paper_values, read_cells, summarise_seeds
 
 # (context, input, residual) -> the paper's Table 3 row
 TABLE3_ROWS = {("lt", "lt", False): "R1", ("glt", "glt", False): "R2", ("glt", "pt", True): "R3",
                ("lt", "pt", True): "R4", ("pt", "pt", True): "R5", ("lt", "pt", False): "R6"}
-# Rows whose printed parameter counts the authors' released cell does not give (see the PRU cell's
-# docstring: a grouped pyramid would explain R3, nothing consistent explains R2).
-TABLE3_UNVERIFIED_PARAMS = {"R2", "R3"}
+# The two pyramids the counts compare: the released code's, and one whose levels are split into the
+# cell's g groups (cell option pyramid_groups; the PRU cell's docstring gives the counts).
+PYRAMIDS = ("released", "grouped")
 SUBSAMPLE_LABELS = {"skip": "Skip", "max": "Max pool", "avg": "Avg pool", "conv": "Convolution"}
 # Penn Treebank tags -> coarse categories (the universal tag set's names); unlisted tags are OTHER
 COARSE_TAGS = {
@@ -102,11 +107,23 @@ def table3(cells: pd.DataFrame, study: dict) -> pd.DataFrame:
                          f"list only R1-R6 models in artifacts.table3.models")
     cells = cells.rename(columns={"opt_context_transform": "context", "opt_input_transform": "input",
                                   "opt_residual": "residual"})
-    keys = ["dataset", "corpus", "row", "model", "context", "input", "residual", "g", "K", "M",
+    cells = cells.assign(pyramid_groups=cells["opt_pyramid_groups"].astype(int))
+    keys = ["dataset", "corpus", "row", "model", "context", "input", "residual", "g", "K", "M", "pyramid_groups",
             "params", "params_recurrent", "params_m", "ru_params_m", "budget"]
     table = _summarised(cells, keys, study, "table3")
-    table["paper_params_follow_code"] = ~table["row"].isin(TABLE3_UNVERIFIED_PARAMS)
+    table["paper_params_fit"] = [paper_table3_counts_fit(r.row, r.pyramid_groups, r.g) for r in table.itertuples()]
     return table
+
+
+def paper_table3_counts_fit(row: str, pyramid_groups: int, groups: int) -> bool:
+    """Whether the paper's printed Table 3 counts fit this row's cell, by exact counting at the paper's
+    sizes (``ablation_counts``; the PRU cell's docstring): R1, R4, R5, R6 with the released pyramid,
+    R3 with the pyramid grouped like its context (g), R2 with neither (724,800 against 0.5 M)."""
+    if row == "R2":
+        return False
+    if row == "R3":
+        return pyramid_groups == groups > 1
+    return pyramid_groups == 1
 
 
 def table4(cells: pd.DataFrame, study: dict) -> pd.DataFrame:
@@ -124,9 +141,75 @@ def fig5_table(cells: pd.DataFrame, study: dict) -> pd.DataFrame:
     # the LSTM of the same sizes (its count, so the saving exists whichever cells the budget trains)
     cells["lstm_ru_params"] = [lstm_params(e, m) for e, m in zip(cells["embedding_size"], cells["hidden_size"])]
     cells["ru_saving_pct"] = 100 * (1 - cells["params_recurrent"] / cells["lstm_ru_params"])
-    keys = ["dataset", "corpus", "model", "cell", "g", "K", "M", "params", "params_recurrent", "lstm_ru_params",
-            "ru_saving_pct", "budget"]
+    cells["pyramid_groups"] = cells["opt_pyramid_groups"].astype("Int64")
+    keys = ["dataset", "corpus", "model", "cell", "g", "K", "M", "pyramid_groups", "params", "params_recurrent",
+            "lstm_ru_params", "ru_saving_pct", "budget"]
     return _summarised(cells, keys, study, "fig5")
+
+
+def ablation_counts(study: dict, run_config: dict, artifact: str) -> pd.DataFrame:
+    """Exact parameter counts of the artifact's models at the paper's sizes, each with the released
+    pyramid and with its levels split into the cell's g groups (``pyramid_groups``: g; the same cell
+    where it has no pyramid or g = 1), built on the meta device (no weights, no training), with the
+    published vocabulary sizes. Beside them the paper's printed counts (``paper.table3``, ``paper.fig5``).
+
+    Columns: the model, its Table 3 row (if it is one), g, K, ``pyramid``, ``pyramid_groups``, total and
+    recurrent-unit (RU) parameters (also in millions), ``ru_saving_pct`` against a one-layer LSTM of
+    the same sizes, ``ru_saving_vs_r4_pct`` against Table 3's R4 with the released pyramid (the paper's
+    "R3 against R4" and "R1 against R4" savings), and ``paper_*``.
+    """
+    import torch
+
+    from ..data.registry import get_dataset
+    from ..train.language_model import build_model
+
+    spec = study["artifacts"][artifact]
+    paper_config = {**run_config, "budget": "paper"}
+    rows = []
+    for dataset in spec["datasets"]:
+        vocab = get_dataset(dataset).expected.vocab_size
+        for model_id in spec["models"]:
+            cfg = grid.resolve_cell(study, paper_config, grid.Cell(study["study"], dataset, model_id, 100, 0))
+            arch = cfg["architecture"]
+            options = {**pru_defaults(), **arch["cell_options"]} if arch["cell"] == "pru" else {}
+            has_pyramid = "pt" in (options.get("input_transform"), options.get("context_transform"))
+            for pyramid in PYRAMIDS:
+                pyramid_groups = options.get("groups", 1) if pyramid == "grouped" and has_pyramid else 1
+                variant = {**cfg, "architecture": {**arch, "cell_options": {
+                    **arch["cell_options"], **({"pyramid_groups": pyramid_groups} if options else {})}}}
+                with torch.device("meta"):
+                    model = build_model(variant, vocab)
+                row = TABLE3_ROWS.get((options.get("context_transform"), options.get("input_transform"),
+                                       options.get("residual"))) if model_id in study["artifacts"]["table3"]["models"] else None
+                rows.append({
+                    "dataset": dataset, "model": model_id, "table3_row": row, "cell": arch["cell"],
+                    "g": options.get("groups"), "K": options.get("levels"), "M": arch["hidden_size"],
+                    "pyramid": pyramid, "pyramid_groups": pyramid_groups if options else None,
+                    "params": sum(p.numel() for p in model.parameters()),
+                    "params_recurrent": model.recurrent_parameter_count(),
+                    "lstm_ru_params": lstm_params(arch["embedding_size"], arch["hidden_size"]),
+                })
+    table = pd.DataFrame(rows).astype({"g": "Int64", "K": "Int64", "pyramid_groups": "Int64"})
+    table["params_m"], table["ru_params_m"] = table["params"] / 1e6, table["params_recurrent"] / 1e6
+    table["ru_saving_pct"] = 100 * (1 - table["params_recurrent"] / table["lstm_ru_params"])
+    r4 = table[(table["table3_row"] == "R4") & (table["pyramid"] == "released")]
+    r4_params = r4.drop_duplicates("dataset").set_index("dataset")["params_recurrent"]
+    saving_vs_r4 = 100 * (1 - table["params_recurrent"] / table["dataset"].map(r4_params))
+    table["ru_saving_vs_r4_pct"] = saving_vs_r4.where(table["table3_row"].notna())
+    counted = ["params_m", "ru_params_m", "ru_saving_pct", "ru_saving_vs_r4_pct"]
+    for source in ("table3", "fig5"):
+        paper = paper_values(study, source)
+        if paper.empty:
+            continue
+        paper = paper[["dataset", "model", *[f"paper_{c}" for c in counted if f"paper_{c}" in paper]]]
+        table = table.merge(paper, on=["dataset", "model"], how="left", suffixes=("", "_fig5"))
+    for column in counted:  # one paper column per count, whichever of the two sections prints it
+        name = f"paper_{column}"
+        if f"{name}_fig5" in table:
+            table[name] = table[name].combine_first(table.pop(f"{name}_fig5"))
+        elif name not in table:
+            table[name] = float("nan")
+    return table
 
 
 def read_histories(metrics_files: list[str]) -> pd.DataFrame:
@@ -206,7 +289,8 @@ def pyramid_levels(weight, cfg: dict) -> dict[int, object]:
 
     arch = cfg["architecture"]
     options = {**pru_defaults(), **arch["cell_options"]}
-    pyramid = PyramidalTransform(arch["embedding_size"], arch["hidden_size"], options["levels"], options["subsample"])
+    pyramid = PyramidalTransform(arch["embedding_size"], arch["hidden_size"], options["levels"], options["subsample"],
+                                 pooling_kernels=options["pooling_kernels"])
     if options["subsample"] == "conv":
         raise ValueError("Figure 4 reads pooled levels; a learned-convolution PRU needs its trained kernels loaded")
     levels = {1: weight}

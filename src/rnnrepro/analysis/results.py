@@ -79,10 +79,11 @@ def pru_table1(cells: pd.DataFrame, study: dict) -> pd.DataFrame:
 
 
 def pru_dropout_table(cells: pd.DataFrame, study: dict) -> pd.DataFrame:
-    """The standard-dropout cells at 0.5 (the paper's text) and 0.4 (the authors' code default): one row
-    per (dataset, model), each beside the paper's Table 1 number of its 0.5 model (``paper_model``)."""
+    """The standard-dropout cells at 0.4 (the authors' code default: Table 1's own cells) and 0.5 (the
+    paper's text: the ``*_do05`` variants): one row per (dataset, model), each beside the paper's Table 1
+    number of its Table 1 model (``paper_model``)."""
     dropout = {name: recipe["dropout_output"] for name, recipe in study["recipes"].items()}
-    cells = cells.assign(dropout=cells["recipe"].map(dropout), paper_model=cells["model"].str.removesuffix("_do04"))
+    cells = cells.assign(dropout=cells["recipe"].map(dropout), paper_model=cells["model"].str.removesuffix("_do05"))
     keys = ["dataset", "corpus", "model", "paper_model", "recipe", "dropout", "cell", "budget"]
     table = summarise_seeds(cells, keys, ["val_ppl", "test_ppl"])
     paper = paper_values(study, "table1")[["dataset", "model", "paper_val_ppl", "paper_test_ppl"]]

@@ -37,9 +37,28 @@ def pyramid_level_sizes(input_size: int, hidden_size: int, levels: int) -> tuple
     return inputs, units
 
 
-def pooling_kernel_sizes(levels: int) -> list[int]:
-    """Pooling kernel that produces level i = 1..K-1 from level i-1: 2K-1, ..., 5, 3 (the code's schedule)."""
-    return [2 * (levels - i) + 1 for i in range(1, levels)]
+#: pooling-kernel schedules of the pyramid: the authors' code's (2K-1, ..., 5, 3) and the paper's text's (3)
+POOLING_KERNELS = ("code", "paper")
+
+
+def pooling_kernel_sizes(levels: int, schedule: str = "code") -> list[int]:
+    """Pooling kernel that produces level i = 1..K-1 from level i-1, stride 2, padding (kernel-1)/2.
+
+    "code": 2K-1, ..., 5, 3 (sacmehta/PRU PRUTransforms.py; the same as the paper's for K <= 2);
+    "paper": 3 at every level ("kernel size 3, stride 2", the paper's ablation text). Both give
+    level lengths ceil(n/2).
+    """
+    if schedule == "code":
+        return [2 * (levels - i) + 1 for i in range(1, levels)]
+    if schedule == "paper":
+        return [3] * (levels - 1)
+    raise ValueError(f"unknown pooling_kernels={schedule!r}; use one of {', '.join(map(repr, POOLING_KERNELS))}")
+
+
+def group_sizes(size: int, groups: int) -> list[int]:
+    """Sizes of `groups` contiguous, near-equal parts of `size` features (the first size % groups parts
+    one larger, as torch.tensor_split cuts)."""
+    return [size // groups + (j < size % groups) for j in range(groups)]
 
 
 def lstm_params(input_size: int, hidden_size: int) -> int:
@@ -57,35 +76,45 @@ def grouped_linear_params(input_size: int, hidden_size: int, groups: int) -> int
     return 4 * input_size * hidden_size // groups + 4 * hidden_size
 
 
-def pyramidal_params(input_size: int, hidden_size: int, levels: int, subsample: str = "avg") -> int:
-    """"pt": sum_i (n_i + 1) * 4 d_i, plus the learned kernels when sub-sampling by convolution."""
+def pyramidal_params(input_size: int, hidden_size: int, levels: int, subsample: str = "avg",
+                     pyramid_groups: int = 1) -> int:
+    """"pt": sum_i (n_i + 1) * 4 d_i, plus the learned kernels when sub-sampling by convolution.
+
+    With ``pyramid_groups`` = G > 1 each level is a grouped map: its input and, per gate, its units are
+    cut into G near-equal contiguous groups (``group_sizes``), group j mapping n_ij inputs to d_ij units
+    of every gate: sum_i (sum_j n_ij * 4 d_ij + 4 d_i), about the weights / G.
+    """
     inputs, units = pyramid_level_sizes(input_size, hidden_size, levels)
-    total = sum(4 * d * (n + 1) for n, d in zip(inputs, units))
+    total = 0
+    for n, d in zip(inputs, units):
+        pairs = zip(group_sizes(n, pyramid_groups), group_sizes(d, pyramid_groups))
+        total += sum(4 * d_j * n_j for n_j, d_j in pairs) + 4 * d
     if subsample == "conv":
         total += CONV_SUBSAMPLE_KERNEL * (levels - 1)
     return total
 
 
 def transform_params(kind: str, input_size: int, hidden_size: int, levels: int, groups: int,
-                     subsample: str = "avg") -> int:
+                     subsample: str = "avg", pyramid_groups: int = 1) -> int:
     """Parameters of one gate transformation ("lt", "glt" or "pt") from input_size to 4 x hidden_size."""
     if kind == "lt":
         return linear_params(input_size, hidden_size)
     if kind == "glt":
         return grouped_linear_params(input_size, hidden_size, groups)
     if kind == "pt":
-        return pyramidal_params(input_size, hidden_size, levels, subsample)
+        return pyramidal_params(input_size, hidden_size, levels, subsample, pyramid_groups)
     raise ValueError(f"unknown transformation {kind!r}; use 'lt', 'glt' or 'pt'")
 
 
 def pru_params(input_size: int, hidden_size: int, levels: int, groups: int, input_transform: str = "pt",
-               context_transform: str = "glt", subsample: str = "avg") -> int:
+               context_transform: str = "glt", subsample: str = "avg", pyramid_groups: int = 1) -> int:
     """One PRU layer: the transformation of x_t (N -> 4M) plus that of h_{t-1} (M -> 4M).
 
     With the defaults: PT(N, M, K) + GLT(M, g) = sum_i (n_i + 1) 4 d_i + 4M^2/g + 4M.
     """
-    return (transform_params(input_transform, input_size, hidden_size, levels, groups, subsample)
-            + transform_params(context_transform, hidden_size, hidden_size, levels, groups, subsample))
+    return (transform_params(input_transform, input_size, hidden_size, levels, groups, subsample, pyramid_groups)
+            + transform_params(context_transform, hidden_size, hidden_size, levels, groups, subsample,
+                               pyramid_groups))
 
 
 def tied_lm_layer_sizes(embedding_size: int, hidden_size: int, layers: int) -> list[tuple[int, int]]:

@@ -15,9 +15,9 @@ paper's notation (§3, Eqs. 5-6), with F_I the transformation of the input and F
     GLT: h_{t-1} = [h^1, ..., h^g] (g contiguous groups of M/g),
          F_G^v(h_{t-1}, g) = [h^1 W_v^{h,1}, ..., h^g W_v^{h,g}]   (block-diagonal)
 
-Implementation follows the authors' code (sacmehta/PRU: PRU.py, PRUTransforms.py; reference note
-``pru_awd.md`` §1): pre-activations in gate order (f, g, i, o), each PT level is ``Linear(n_i, 4 d_i)``
-with bias whose output is split into four contiguous gate chunks and concatenated level-major, the GLT
+Implementation follows the authors' code (sacmehta/PRU: PRU.py, PRUTransforms.py): pre-activations in
+gate order (f, g, i, o), each PT level is ``Linear(n_i, 4 d_i)`` with bias whose output is split into
+four contiguous gate chunks and concatenated level-major, the GLT
 has ``W`` of shape (g, M/g, 4M/g) and a bias (g, 4M/g), each group's output split into the four gates
 and concatenated group-major. Two biases per gate unit (input side + context side), like nn.LSTM.
 
@@ -27,7 +27,9 @@ Where the code departs from the paper, we follow the code:
    d_i = M/2^(i+1) (i >= 1). Table 1's parameter counts only match the code's split.
 2. Pooling kernel: the paper says kernel 3, stride 2; the code uses 2K-1, ..., 5, 3 from level 1 to
    K-1 (identical for K = 2), padding (κ-1)/2, zero padding counted in the mean (count_include_pad).
-   "max" pooling uses the same schedule, so avg and max differ only in the pooling operator.
+   "max" pooling uses the same schedule, so avg and max differ only in the pooling operator. Option
+   ``pooling_kernels``: "code" (default; every table of the study uses it) or "paper" (3 at every
+   level). It changes no parameter count.
 3. Residual: x_t is added to all four gate pre-activations, and only when N == M (the paper: "when the
    dimensions match"). So PRU with g = K = 1 is exactly an LSTM only with ``residual=False``; the
    parameter count is an LSTM's either way.
@@ -52,11 +54,24 @@ context/input: R1 LT/LT, R2 GLT/GLT, R3 GLT/PT, R4 LT/PT, R5 PT/PT, R6 LT/PT wit
 R1, R4, R5, R6 follow from the code's formula (RU 2,884,800 / 2,490,000 / 2,095,200 / 2,490,000;
 PTB totals 8.89 / 8.50 / 8.11 / 8.50 M; paper 2.9 / 2.5 / 2.1 / 2.5 M, 8.8 / 8.5 / 8.1 / 8.5 M).
 R2 and R3 do not (code: RU 724,800 and 1,410,000, PTB totals 6.73 and 7.42 M; paper 0.5 and 0.64 M,
-6.5 and 6.6 M). Hypotheses tested, not adopted:
-- grouped PT (each PT level also split into g groups, PT weights / g): R3 RU = 626,100, totals 6.64 M
-  (PTB) / 20.63 M (WT-2), paper 6.6 / 20.6 (RU 0.63 vs 0.64); it also gives the Fig. 5 sentence
-  "K=2, g=4 learns 77% fewer" (76.4%) where the code gives 43.7%. It does not touch R2.
-- R2 (GLT/GLT) needs g ≈ 6 on both sides to reach 0.46-0.5 M (g=6: 484,800); no consistent reading.
+6.5 and 6.6 M).
+
+Grouped pyramid (option ``pyramid_groups`` = G, default 1 = the released code): every level of a "pt"
+transformation is also split into G groups, input group j (of n_i) feeding only unit group j (of d_i)
+of each gate, groups contiguous and near-equal where G does not divide (600 at K = 4 has n_3 = 75,
+d_0 = 337): the level costs sum_j n_ij 4 d_ij + 4 d_i, about its weights / G. With G = g it fits the
+paper's counts for the PRU rows, checked by exact counting (tests/test_pru_ablations.py):
+- R3 (GLT/PT, K = g = 4): RU 626,104 (paper 0.64 M; released 1,410,000), totals 6,636,104 PTB and
+  20,626,182 WT-2 (paper 6.6 / 20.6; released 7.42 / 21.41 M); R3 against R4 74.9 % fewer (paper
+  "≈ 75 %"; released 43.4 %).
+- Figure 5, saving against the one-layer LSTM's 2,884,800: K = 2, g = 4 76.4 % (paper "77 %";
+  released 43.7 %); K = 1..4 at g = 4: 74.9 / 76.4 / 77.6 / 78.3 %, at g = 2: 49.9 / 53.0 / 55.4 /
+  56.8 %; g = 1 is the released cell (13.7 % at K = 4, the paper's "≈ 15 %").
+- It does not fit the rows without a grouped context: with G = 4, R4 and R6 would have 1,706,104 and
+  R5 527,408 (paper 2.5 / 2.1 M, which the released pyramid gives). So the paper's counts fit a PRU
+  whose pyramid is grouped with the context's g, while its LT-context rows kept an ungrouped pyramid.
+- R2 (GLT/GLT) fits neither: 724,800 either way (no pyramid; paper 0.5 M, WT-2 total 20.46 M, i.e.
+  0.46 M of recurrent parameters, which needs g ≈ 6 on both sides: g = 6 gives 484,800).
 Sub-sampling options (Table 4): "avg" (default), "max", "skip" (every other element), "conv": a learned
 1-channel stride-2 convolution, kernel 3, padding 1, no bias, weights ~ N(0, 1/3) (the paper says only
 "initialised from a normal distribution"), tanh on its output. Sharing is unspecified in the paper:
@@ -66,7 +81,9 @@ Speed: the input-side transformation does not depend on the recurrence, so it is
 whole sequence at once (with the context bias folded in); the time loop then does one batched matmul
 over the groups and the fused gate arithmetic per step. Mathematically identical to the code's
 per-step loop. On a GPU (rnnrepro.cells.gpu) the gating of a step is one Triton kernel, forward and
-backward, and both loops are replayed from CUDA graphs; the CPU path is unchanged.
+backward, and both loops are replayed from CUDA graphs; the CPU path is unchanged. The pyramid options
+(``pyramid_groups``, ``pooling_kernels``, ``subsample``) act only on the whole-sequence input side, so
+a linear context keeps the fused loop with any of them; a "pt" context always runs the eager loop.
 """
 
 from __future__ import annotations
@@ -77,7 +94,7 @@ from torch import nn
 
 from . import gpu
 from .base import RecurrentLayer
-from .counting import CONV_SUBSAMPLE_KERNEL, pooling_kernel_sizes, pyramid_level_sizes
+from .counting import CONV_SUBSAMPLE_KERNEL, POOLING_KERNELS, group_sizes, pooling_kernel_sizes, pyramid_level_sizes
 from .recurrence import grad_or_zeros
 
 TRANSFORMS = ("lt", "glt", "pt")
@@ -128,15 +145,33 @@ class GroupedLinear(nn.Module):
         return out.reshape(*leading, 4, self.units)
 
 
-class PyramidalTransform(nn.Module):
-    """PT: K levels of cumulative stride-2 sub-sampling, one GateLinear per level, (..., n) -> (..., 4, m)."""
+class GroupedGateLinear(nn.Module):
+    """A pyramid level split into groups: input group j (contiguous, ``group_sizes``) feeds only unit
+    group j of every gate, (..., n) -> (..., 4, units). Sizes need not divide: the groups are near-equal."""
 
-    def __init__(self, in_features: int, units: int, levels: int, subsample: str):
+    def __init__(self, in_features: int, units: int, groups: int):
+        super().__init__()
+        self.input_sizes = group_sizes(in_features, groups)
+        self.parts = nn.ModuleList(GateLinear(n, d) for n, d in zip(self.input_sizes, group_sizes(units, groups)))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        pieces = x.split(self.input_sizes, dim=-1)
+        return torch.cat([part(piece) for part, piece in zip(self.parts, pieces)], dim=-1)  # group-major units
+
+
+class PyramidalTransform(nn.Module):
+    """PT: K levels of cumulative stride-2 sub-sampling, one GateLinear per level (a GroupedGateLinear
+    with ``groups`` > 1), (..., n) -> (..., 4, m)."""
+
+    def __init__(self, in_features: int, units: int, levels: int, subsample: str, groups: int = 1,
+                 pooling_kernels: str = "code"):
         super().__init__()
         level_inputs, level_units = pyramid_level_sizes(in_features, units, levels)
-        self.levels = nn.ModuleList(GateLinear(n, d) for n, d in zip(level_inputs, level_units))
+        self.groups = groups
+        self.levels = nn.ModuleList(GateLinear(n, d) if groups == 1 else GroupedGateLinear(n, d, groups)
+                                    for n, d in zip(level_inputs, level_units))
         self.subsample = subsample
-        self.kernel_sizes = pooling_kernel_sizes(levels)
+        self.kernel_sizes = pooling_kernel_sizes(levels, pooling_kernels)
         if subsample == "conv":
             self.subsamplers = nn.ModuleList(
                 nn.Conv1d(1, 1, CONV_SUBSAMPLE_KERNEL, stride=2, padding=CONV_SUBSAMPLE_KERNEL // 2, bias=False)
@@ -145,9 +180,10 @@ class PyramidalTransform(nn.Module):
                 nn.init.normal_(conv.weight, std=CONV_SUBSAMPLE_KERNEL ** -0.5)
 
     def extra_repr(self) -> str:
+        groups = f", groups={self.groups}" if self.groups > 1 else ""
         if self.subsample in ("avg", "max"):
-            return f"subsample={self.subsample!r}, pooling_kernels={self.kernel_sizes}"
-        return f"subsample={self.subsample!r}"
+            return f"subsample={self.subsample!r}, pooling_kernels={self.kernel_sizes}{groups}"
+        return f"subsample={self.subsample!r}{groups}"
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         level_input = x
@@ -195,37 +231,47 @@ class PRULayer(RecurrentLayer):
             Only defined for input_transform="pt".
         input_transform: transformation of x_t: "pt" (paper), "lt" or "glt" (Table 3).
         context_transform: transformation of h_{t-1}: "glt" (paper), "lt" or "pt" (Table 3).
+        pyramid_groups: G, groups each level of a "pt" transformation is split into (1: the released
+            code; G = g: the grouped pyramid whose counts fit the paper's Table 3 R3 and Figure 5).
+        pooling_kernels: "code" (2K-1, ..., 5, 3: the released code) or "paper" (3 at every level, the
+            paper's text); for "avg" and "max" sub-sampling only.
 
     State: (h, c), each (B, hidden_size).
     """
 
     def __init__(self, input_size: int, hidden_size: int, levels: int, groups: int, subsample: str = "avg",
-                 residual: bool = True, input_transform: str = "pt", context_transform: str = "glt"):
+                 residual: bool = True, input_transform: str = "pt", context_transform: str = "glt",
+                 pyramid_groups: int = 1, pooling_kernels: str = "code"):
         super().__init__(input_size, hidden_size)
         _check_options(input_size, hidden_size, levels, groups, subsample, residual, input_transform,
-                       context_transform)
+                       context_transform, pyramid_groups, pooling_kernels)
         self.levels = levels
         self.groups = groups
         self.subsample = subsample
         self.residual = residual
         self.input_transform_kind = input_transform
         self.context_transform_kind = context_transform
-        self.input_transform = _gate_transform(input_transform, input_size, hidden_size, levels, groups, subsample)
-        self.context_transform = _gate_transform(context_transform, hidden_size, hidden_size, levels, groups,
-                                                 subsample)
+        self.pyramid_groups = pyramid_groups
+        self.pooling_kernels = pooling_kernels
+        pyramid = dict(levels=levels, groups=groups, subsample=subsample, pyramid_groups=pyramid_groups,
+                       pooling_kernels=pooling_kernels)
+        self.input_transform = _gate_transform(input_transform, input_size, hidden_size, **pyramid)
+        self.context_transform = _gate_transform(context_transform, hidden_size, hidden_size, **pyramid)
         self.residual_active = residual and input_size == hidden_size
         # The loop keeps h and c split into the context's groups: (G, B, M/G).
         self.context_groups = groups if context_transform == "glt" else 1
         if context_transform == "pt":
             self.recurrent_weight_names = tuple(
-                f"context_transform.levels.{i}.weight" for i in range(len(self.context_transform.levels)))
+                f"context_transform.{name}" for name, _ in self.context_transform.levels.named_parameters(prefix="levels")
+                if name.endswith(".weight"))
         else:
             self.recurrent_weight_names = ("context_transform.weight",)
 
     def extra_repr(self) -> str:
         return (f"{self.input_size}, {self.hidden_size}, levels={self.levels}, groups={self.groups}, "
                 f"subsample={self.subsample!r}, residual={self.residual}, "
-                f"input_transform={self.input_transform_kind!r}, context_transform={self.context_transform_kind!r}")
+                f"input_transform={self.input_transform_kind!r}, context_transform={self.context_transform_kind!r}, "
+                f"pyramid_groups={self.pyramid_groups}, pooling_kernels={self.pooling_kernels!r}")
 
     def init_state(self, batch_size: int, device=None, dtype=None) -> tuple[torch.Tensor, torch.Tensor]:
         weight = next(self.parameters())
@@ -348,16 +394,17 @@ def _merge_groups(t: torch.Tensor) -> torch.Tensor:
     return t.reshape(*t.shape[:-2], -1)
 
 
-def _gate_transform(kind: str, in_features: int, units: int, levels: int, groups: int, subsample: str) -> nn.Module:
+def _gate_transform(kind: str, in_features: int, units: int, levels: int, groups: int, subsample: str,
+                    pyramid_groups: int, pooling_kernels: str) -> nn.Module:
     if kind == "lt":
         return GateLinear(in_features, units)
     if kind == "glt":
         return GroupedLinear(in_features, units, groups)
-    return PyramidalTransform(in_features, units, levels, subsample)
+    return PyramidalTransform(in_features, units, levels, subsample, pyramid_groups, pooling_kernels)
 
 
 def _check_options(input_size: int, hidden_size: int, levels: int, groups: int, subsample: str, residual: bool,
-                   input_transform: str, context_transform: str) -> None:
+                   input_transform: str, context_transform: str, pyramid_groups: int, pooling_kernels: str) -> None:
     for name, kind in (("input_transform", input_transform), ("context_transform", context_transform)):
         if kind not in TRANSFORMS:
             raise ValueError(f"unknown {name}={kind!r}; use one of {', '.join(map(repr, TRANSFORMS))}")
@@ -367,6 +414,25 @@ def _check_options(input_size: int, hidden_size: int, levels: int, groups: int, 
         raise ValueError(f"levels={levels}: the pyramidal transformation needs at least one level")
     if groups < 1:
         raise ValueError(f"groups={groups}: the grouped linear transformation needs at least one group")
+    if pooling_kernels not in POOLING_KERNELS:
+        raise ValueError(f"unknown pooling_kernels={pooling_kernels!r}; use one of "
+                         f"{', '.join(map(repr, POOLING_KERNELS))}")
+    if pooling_kernels != "code" and subsample not in ("avg", "max"):
+        raise ValueError(f"pooling_kernels={pooling_kernels!r} sets the kernels of 'avg' and 'max' pooling; "
+                         f"subsample={subsample!r} pools nothing, so leave pooling_kernels at 'code'")
+    pyramids = [(n, m) for kind, n, m in ((input_transform, input_size, hidden_size),
+                                          (context_transform, hidden_size, hidden_size)) if kind == "pt"]
+    if pyramid_groups < 1:
+        raise ValueError(f"pyramid_groups={pyramid_groups}: a pyramid level needs at least one group")
+    if pyramid_groups > 1 and not pyramids:
+        raise ValueError(f"pyramid_groups={pyramid_groups} splits the levels of a 'pt' transformation, and "
+                         f"neither input_transform nor context_transform is 'pt'; leave pyramid_groups at 1")
+    for n, m in pyramids:
+        inputs, units = pyramid_level_sizes(n, m, levels)
+        if min(inputs + units) < pyramid_groups:
+            raise ValueError(f"pyramid_groups={pyramid_groups} is more than a pyramid level has features "
+                             f"(level inputs {inputs}, units per gate {units} for {n} -> {m}, levels={levels}); "
+                             f"use fewer pyramid_groups or levels")
     if residual and input_transform != "pt":
         raise ValueError(f"residual=True is defined for input_transform='pt' only (the code adds x inside the "
                          f"pyramidal transformation); set residual=False for input_transform={input_transform!r}")

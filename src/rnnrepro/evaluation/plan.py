@@ -2,9 +2,11 @@
 imports it).
 
 A study file declares named evaluations under ``evaluations:`` (``method`` plus that method's
-settings); a budget may change settings (``budgets.<budget>.evaluations.<name>``); an artifact lists
-the names its notebook reads (``artifacts.<artifact>.evaluations``). Evaluation ``<name>`` of a cell
-is written to ``<run dir>/<name>.json``.
+settings); a dataset may change settings (``evaluations.<name>.dataset_settings.<dataset>``, e.g. the
+authors' dynamic-evaluation settings for WT-2), and a budget after it
+(``budgets.<budget>.evaluations.<name>``); an artifact lists the names its notebook reads
+(``artifacts.<artifact>.evaluations``). Evaluation ``<name>`` of a cell is written to
+``<run dir>/<name>.json``.
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ from __future__ import annotations
 import jsonschema
 
 from ..configuration import SCHEMA_DIR, ConfigError, load_yaml, merged
-from ..grid import artifact_cells, budget_of
+from ..grid import artifact_cells, budget_of, dataset_for
 
 METHODS = ("dynamic", "entropy", "saliency")
 # Files the training rule writes into a run folder: an evaluation may not take their names.
@@ -33,6 +35,14 @@ def check_evaluations(study: dict) -> None:
     declared = study.get("evaluations", {})
     problems = [f"evaluations.{name}: the name is taken by the run folder's {name}.json; choose another"
                 for name in declared if name in RUN_FILES]
+    datasets = {d for spec in study["artifacts"].values() for d in spec["datasets"]}
+    for name, settings in declared.items():
+        for dataset in settings.get("dataset_settings", {}):
+            if dataset not in datasets:
+                problems.append(f"evaluations.{name}.dataset_settings.{dataset}: no artifact of the study uses "
+                                f"dataset {dataset!r} (datasets: {', '.join(sorted(datasets))})")
+            problems += [f"evaluations.{name}.dataset_settings.{dataset}: {error}"
+                         for error in settings_errors(resolved(settings, dataset, {}))]
     for artifact, spec in study["artifacts"].items():
         for name in spec.get("evaluations", []):
             if name not in declared:
@@ -46,18 +56,29 @@ def check_evaluations(study: dict) -> None:
                 problems.append(f"budgets.{budget_name}.evaluations.{name}: a budget may change settings, "
                                 "not the method")
             else:
-                problems += [f"budgets.{budget_name}.evaluations.{name}.{error}"
-                             for error in settings_errors(merged(declared[name], override))]
+                for dataset in [None, *declared[name].get("dataset_settings", {})]:
+                    problems += [f"budgets.{budget_name}.evaluations.{name}{f' ({dataset})' if dataset else ''}."
+                                 f"{error}" for error in settings_errors(resolved(declared[name], dataset, override))]
     if problems:
         raise ConfigError(f"study {study['study']!r} is invalid:\n  " + "\n  ".join(problems))
 
 
-def evaluation_spec(study: dict, config: dict, name: str) -> dict:
-    """The settings of evaluation ``name`` under the run config's budget."""
+def resolved(settings: dict, dataset: str | None, budget_override: dict) -> dict:
+    """An evaluation's settings for one dataset under one budget: declared, then the dataset's
+    ``dataset_settings``, then the budget's changes (the budget scales whatever the dataset says)."""
+    per_dataset = settings.get("dataset_settings", {})
+    base = {k: v for k, v in settings.items() if k != "dataset_settings"}
+    return merged(base, per_dataset.get(dataset, {}), budget_override)
+
+
+def evaluation_spec(study: dict, config: dict, name: str, data_key: str) -> dict:
+    """The settings of evaluation ``name`` for a cell's run folder data key (its corpus, e.g. ``ptb`` or
+    ``synth_ptb``) under the run config's budget."""
     if name not in study.get("evaluations", {}):
         raise ConfigError(f"study {study['study']!r} declares no evaluation {name!r}")
     override = budget_of(study, config).get("evaluations", {}).get(name, {})
-    return {"name": name, **merged(study["evaluations"][name], override)}
+    dataset = dataset_for(study, config, data_key)
+    return {"name": name, **resolved(study["evaluations"][name], dataset, override)}
 
 
 def artifact_evaluation_files(study: dict, config: dict, artifact: str) -> list[str]:

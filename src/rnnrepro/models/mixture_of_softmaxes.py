@@ -17,9 +17,13 @@ Output: log P(w | t) of shape (T, B, V), returned as the LM's ``logits``. log_so
 log-probabilities returns it unchanged, so ``F.cross_entropy`` on it is the mixture's negative
 log-likelihood and the training loop and every evaluation need no change.
 
-Departure from the MoS code: it takes log(Σ_k π_k softmax_k + 1e-8); we compute
-logsumexp_k(log π_k + log_softmax_k), the same quantity without the 1e-8 floor (which can only matter
-for probabilities below 1e-8) and without overflow or underflow.
+Departure from the MoS code (``zihangdai/mos`` and ``bzhangGo/lrn`` ``lm/code/model.py``): it returns
+log(Σ_k π_k softmax_k + 1e-8), so its loss of a target of mixture probability p is -log(p + 1e-8) in
+training, evaluation and dynamic evaluation alike; we compute logsumexp_k(log π_k + log_softmax_k),
+the exact log p, without overflow or underflow and without the 1e-8. The two losses differ by
+log(1 + 1e-8/p) < 1e-8/p nats per token: below 1e-4 nats wherever p > 1e-4, and only targets given
+less than about 1e-6 move by more than 0.01 nats (the authors' loss is capped at -log 1e-8 = 18.4
+nats, ours is not). Their gradient is ours times p / (p + 1e-8), which matters only for such targets.
 """
 
 from __future__ import annotations
