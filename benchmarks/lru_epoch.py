@@ -73,7 +73,7 @@ class Unit:
 
 
 def text8_config(study: dict, run_config: dict, model_id: str) -> dict:
-    return grid.resolve_cell(study, run_config, grid.Cell("lru", "text8", model_id, 100, 1111))
+    return grid.resolve_cell(study, run_config, grid.Cell("lru", "text8", model_id, 100, 1111, run_config["budget"]))
 
 
 def operators_per_batch(cfg: dict, vocab: int) -> int:

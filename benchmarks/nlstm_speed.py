@@ -43,7 +43,7 @@ def parse_args() -> argparse.Namespace:
 
 
 def time_model(model_id: str, args, study: dict, run_config: dict) -> dict:
-    cfg = grid.resolve_cell(study, run_config, grid.Cell("nlstm", DATASET, model_id, 100, 1111))
+    cfg = grid.resolve_cell(study, run_config, grid.Cell("nlstm", DATASET, model_id, 100, 1111, run_config["budget"]))
     recipe, device = cfg["recipe"], torch.device(args.device)
     classes = AUTOCOMPLETE_DATASETS[DATASET].classes
     torch.manual_seed(0)

@@ -52,7 +52,7 @@ def parse_args() -> argparse.Namespace:
 
 
 def time_model(model_id: str, weight_drop: str, args, study: dict, run_config: dict) -> dict:
-    cfg = grid.resolve_cell(study, run_config, grid.Cell("pru", args.dataset, model_id, 100, 1111))
+    cfg = grid.resolve_cell(study, run_config, grid.Cell("pru", args.dataset, model_id, 100, 1111, run_config["budget"]))
     if WEIGHT_DROPS[weight_drop] is not None:
         cfg["recipe"]["weight_drop"] = WEIGHT_DROPS[weight_drop]
     expected = DATASETS[args.dataset].expected

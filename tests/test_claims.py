@@ -445,7 +445,7 @@ def render_status(result) -> dict:
 
 def test_a_render_refreshes_what_an_earlier_render_wrote(recorded):
     """A record changed after a render (a cell recorded again) replaces the copy that render restored."""
-    record = recorded / "records/reduced/runs/pru/ptb/lstm_m1000_do04/frac100/seed1111/metrics.json"
+    record = recorded / "records/reduced/runs/pru/ptb/lstm_m1000_do05/frac100/seed1111/metrics.json"
     original = record.read_text()
     assert python_in(recorded, "-m", "rnnrepro.records", "render", "--budget", "reduced").returncode == 0
     try:
@@ -453,7 +453,7 @@ def test_a_render_refreshes_what_an_earlier_render_wrote(recorded):
         result = python_in(recorded, "-m", "rnnrepro.records", "render", "--budget", "reduced")
         assert result.returncode == 0, result.stderr
         table = pd.read_csv(recorded / "results/reduced/tables/pru_dropout.csv").set_index(["dataset", "model"])
-        assert table.loc[("ptb", "lstm_m1000_do04"), "test_ppl"] == 141.0
+        assert table.loc[("ptb", "lstm_m1000_do05"), "test_ppl"] == 141.0
     finally:
         record.write_text(original)
 

@@ -30,7 +30,7 @@ def models_table(study: dict, run_config: dict, artifact: str) -> pd.DataFrame:
     for dataset in spec["datasets"]:
         classes = AUTOCOMPLETE_DATASETS[dataset].classes
         for model_id in spec["models"]:
-            cfg = grid.resolve_cell(study, paper_config, grid.Cell(study["study"], dataset, model_id, 100, 0))
+            cfg = grid.resolve_cell(study, paper_config, grid.Cell(study["study"], dataset, model_id, 100, 0, "paper"))
             counts = build_model(cfg, classes).parameter_counts()
             a = cfg["architecture"]
             rows.append({

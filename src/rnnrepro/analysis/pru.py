@@ -169,7 +169,7 @@ def ablation_counts(study: dict, run_config: dict, artifact: str) -> pd.DataFram
     for dataset in spec["datasets"]:
         vocab = get_dataset(dataset).expected.vocab_size
         for model_id in spec["models"]:
-            cfg = grid.resolve_cell(study, paper_config, grid.Cell(study["study"], dataset, model_id, 100, 0))
+            cfg = grid.resolve_cell(study, paper_config, grid.Cell(study["study"], dataset, model_id, 100, 0, "paper"))
             arch = cfg["architecture"]
             options = {**pru_defaults(), **arch["cell_options"]} if arch["cell"] == "pru" else {}
             has_pyramid = "pt" in (options.get("input_transform"), options.get("context_transform"))

@@ -49,7 +49,7 @@ def paper_values(study: dict, artifact: str) -> pd.DataFrame:
 
 def samples_text(values) -> str:
     """The per-seed values behind a summary, in seed order, as one cell of a CSV (``v1;v2;v3``)."""
-    return ";".join(repr(float(v)) for v in values)
+    return ";".join("nan" if v is None or pd.isna(v) else repr(float(v)) for v in values)
 
 
 def summarise_seeds(cells: pd.DataFrame, keys: list[str], values: list[str]) -> pd.DataFrame:
