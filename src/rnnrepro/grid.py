@@ -139,6 +139,11 @@ def _scaled(width: int, budget: dict) -> int:
     return max(multiple, round(width * scale / multiple) * multiple)
 
 
+def _head(head: dict, budget: dict) -> dict:
+    """A model's output head under a budget: a mixture of softmaxes takes the budget's `head` sizes."""
+    return {**head, **budget.get("head", {})} if head["type"] == "mixture_of_softmaxes" else dict(head)
+
+
 def architecture(study: dict, config: dict, model_id: str, corpus: str, dataset: str | None = None) -> dict:
     """A model's layer sizes under the current budget: scaled widths, or sized to its parameter budget.
     The study's ``dataset_architectures`` change a paper dataset's widths first (the LRN authors'
@@ -162,7 +167,7 @@ def architecture(study: dict, config: dict, model_id: str, corpus: str, dataset:
             "tie_weights": model["tie_weights"], "cell_options": dict(model["cell_options"]),
             "param_budget": param_budget, **({"init": model["init"]} if "init" in model else {}),
             **({"last_hidden_size": _scaled(model["last_hidden_size"], budget)} if "last_hidden_size" in model else {}),
-            **({"head": dict(model["head"])} if "head" in model else {})}
+            **({"head": _head(model["head"], budget)} if "head" in model else {})}
 
 
 def resolve_cell(study: dict, config: dict, cell: Cell) -> dict:

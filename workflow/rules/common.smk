@@ -228,7 +228,9 @@ def evaluation_inputs(wildcards):
 
 def evaluation_config(wildcards):
     return json.dumps(
-        evaluation_spec(STUDIES[wildcards.study], config, wildcards.evaluation, wildcards.corpus)
+        evaluation_spec(
+            STUDIES[wildcards.study], config, wildcards.evaluation, wildcards.corpus
+        )
     )
 
 
@@ -238,23 +240,27 @@ def speed_studies():
 
 
 def speed_settings(wildcards):
-    """The study's speed block under the current budget, with each model resolved like a training cell."""
+    """The study's speed block under the current budget, with each model resolved like a training cell
+    (at the paper's widths where the block says `widths: paper`)."""
     study = STUDIES[wildcards.study]
     settings = {**study["speed"], **grid.budget_of(study, config).get("speed", {})}
-    data_key = grid.data_key(study, config, settings["dataset"])
+    shapes = (
+        {**config, "budget": "paper"} if settings.get("widths") == "paper" else config
+    )
+    data_key = grid.data_key(study, shapes, settings["dataset"])
     cells = {
         model: grid.resolve_cell(
             study,
-            config,
+            shapes,
             grid.Cell(
                 wildcards.study,
                 data_key,
                 model,
                 100,
                 config["seeds"][0],
-                config["budget"],
+                shapes["budget"],
             ),
         )
         for model in settings["models"]
     }
-    return json.dumps({**settings, "cells": cells})
+    return json.dumps({**settings, "cells": cells, "budget": config["budget"]})

@@ -278,10 +278,8 @@ def main(argv=None) -> int:
         print(f"[rnnrepro] error: --settings is not valid JSON ({e})", file=sys.stderr)
         return 1
     result = measure_speed(settings, start_runtime(args))
-    # The budget whose shapes were timed: recorded runs (rnnrepro.records) file the result under it.
-    budgets = {cell.get("budget") for cell in settings.get("cells", {}).values()}
-    if len(budgets) == 1:
-        result["budget"] = budgets.pop()
+    # The budget of the run (its shapes, or the paper's where `widths: paper`)
+    result["budget"] = settings["budget"]
     args.output.parent.mkdir(parents=True, exist_ok=True)
     args.output.write_text(json.dumps(result, indent=2) + "\n")
     for row in result["rows"]:
