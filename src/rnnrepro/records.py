@@ -386,17 +386,28 @@ class Grower:
         return [sys.executable, "-m", "snakemake", "--cores", str(threads), *extra,
                 "--config", *settings, "--", *targets]
 
+    def data_files(self) -> list[str]:
+        """The prepared files every cell of the units trains and is evaluated on."""
+        files = {}
+        for unit in self.todo:
+            study = self.studies[unit.study]
+            for cell in unit.cells:
+                corpus = grid.trained_corpus(study, self.config, cell)
+                files.update(dict.fromkeys([grid.train_file(corpus, cell.fraction)] + [
+                    f"{grid.PROCESSED}/{corpus}/{name}" for name in ("valid.txt", "test.txt", "vocab.txt")]))
+        return list(files)
+
     def prepare_data(self) -> bool:
-        """Fetch and prepare every corpus the units read, in one (locked) Snakemake run."""
-        targets = [t for unit in self.todo for t in unit.targets]
+        """Fetch and prepare every corpus the units read, in one (locked) Snakemake run, before the
+        units' Snakemake runs go side by side."""
+        targets = self.data_files()
         if not targets:
             return True
         self.say(f"preparing the data of {len(self.todo)} units")
         log = self.log_dir / "prepare_data.log"
         log.parent.mkdir(parents=True, exist_ok=True)
         with open(log, "w") as out:
-            code = subprocess.run(self.snakemake(targets, max(self.args.jobs * self.args.threads, 1), "--until",
-                                                 "prepare_dataset", "fraction_subset", "prepare_autocomplete"),
+            code = subprocess.run(self.snakemake(targets, max(self.args.jobs * self.args.threads, 1)),
                                   stdout=out, stderr=subprocess.STDOUT).returncode
         if code != 0:
             self.say(f"error: preparing the data failed (exit {code}); see {log}")
