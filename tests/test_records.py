@@ -3,6 +3,7 @@ scorecard on any machine. The mechanism itself is tested on hand-written fixture
 this checks the real records stay renderable as the notebooks and study files change."""
 
 import shutil
+import sys
 
 import pandas as pd
 import pytest
@@ -35,3 +36,72 @@ def test_recorded_runs_render_into_tables_and_the_scorecard(budget, tmp_path):
 
 def _tables(study: str, artifact: str) -> list[str]:
     return load_study(study)["artifacts"][artifact]["tables"]
+
+
+# --- growing records one unit at a time -------------------------------------------------------------
+
+def grow_project(tmp_path):
+    """A project copy (a git repository) whose nlstm `cpu` budget is its smoke budget: three tiny
+    training units on the synthetic autocomplete corpus, so `records grow` runs in seconds."""
+    import subprocess
+
+    import yaml
+
+    project = tmp_path / "project"
+    project.mkdir()
+    copy_project(project)
+    study_file = project / "config/studies/nlstm.yaml"
+    study = yaml.safe_load(study_file.read_text())
+    study["budgets"]["cpu"] = {**study["budgets"]["smoke"], "seeds": [1111]}
+    study_file.write_text(yaml.safe_dump(study, sort_keys=False))
+    for command in (["init", "-q"], ["add", "-A"], ["-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "a"]):
+        subprocess.run(["git", *command], cwd=project, check=True, capture_output=True)
+    return project
+
+
+def grow(project, *extra, **popen):
+    import subprocess
+    import sys
+
+    from conftest import BIN
+
+    return subprocess.Popen([sys.executable, "-m", "rnnrepro.records", "grow", "--budget", "cpu", "--study", "nlstm",
+                             "--minutes", "30", "--jobs", "1", "--threads", "1", *extra], cwd=project,
+                            env={"PATH": f"{BIN}:/usr/bin:/bin", "HOME": str(project),
+                                 "PYTHONPATH": str(project / "src"), "GIT_AUTHOR_NAME": "t",
+                                 "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@t"},
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, **popen)
+
+
+def test_grow_killed_and_started_again_loses_and_reruns_no_finished_unit(tmp_path):
+    """`records grow` packs (and commits) each unit as it finishes; killed mid-run and started again, it
+    keeps every finished unit as it was and trains only the others."""
+    import os
+    import signal
+    import subprocess
+    import time
+
+    project = grow_project(tmp_path)
+    runs = project / "records/cpu/runs/nlstm"
+    first = grow(project, "--commit", start_new_session=True)
+    deadline = time.monotonic() + 600
+    while not list(runs.glob("*/*/frac100/seed1111/metrics.json")) and time.monotonic() < deadline:
+        assert first.poll() is None, first.stdout.read()
+        time.sleep(0.5)
+    os.killpg(first.pid, signal.SIGKILL)  # a session that ends without warning
+    first.wait()
+    recorded = {path: path.read_bytes() for path in runs.glob("**/*") if path.is_file()}
+    assert len([p for p in recorded if p.name == "metrics.json"]) == 1, recorded
+    log = subprocess.run(["git", "log", "--format=%s"], cwd=project, capture_output=True, text=True).stdout
+    assert log.startswith("records: cpu nlstm/"), log
+
+    second = grow(project)
+    out, _ = second.communicate(timeout=900)
+    assert second.returncode == 0, out
+    assert "2 units to record" in out and "recorded 2 units, 0 failed" in out, out
+    assert all(path.read_bytes() == content for path, content in recorded.items())  # untouched
+    assert len(list(runs.glob("*/*/frac100/seed1111/metrics.json"))) == 3
+    listing = subprocess.run([sys.executable, "-m", "rnnrepro.records", "list", "--budget", "cpu", "--study", "nlstm"],
+                             cwd=project, capture_output=True, text=True, env={**os.environ,
+                                                                                "PYTHONPATH": str(project / "src")})
+    assert "3 units: 3 recorded, 0 stale, 0 missing" in listing.stdout, listing.stdout + listing.stderr

@@ -170,3 +170,28 @@ def test_device_and_threads_rerun_nothing_and_delete_nothing(tmp_path):
     assert "device: cuda was asked for" in refused.stdout + refused.stderr
     assert not (project / other).parent.exists()
     assert {path: path.read_bytes() for path in (project / target).parent.iterdir() if path.is_file()} == finished
+
+
+@pytest.mark.slow
+def test_two_budgets_on_one_corpus_leave_each_other_alone(tmp_path):
+    """A budget's results live in its own tree: training a cell at one budget and then at another (here
+    both on the synthetic PTB stand-in) plans nothing for, and changes nothing of, the first one's."""
+    import yaml
+
+    project = copy_project(tmp_path)
+    study_file = project / "config/studies/pru.yaml"
+    study = yaml.safe_load(study_file.read_text())
+    study["budgets"]["cpu"] = study["budgets"]["smoke"]  # the same small cell, under another budget name
+    study_file.write_text(yaml.safe_dump(study, sort_keys=False))
+    cell = "pru/synth_ptb/lstm_m1000/frac100/seed1111/metrics.json"
+    first = snakemake(project, "--profile", "profiles/smoke", f"results/cpu/runs/{cell}", "--config", "budget=cpu")
+    assert first.returncode == 0, first.stderr[-3000:]
+    cpu_run = (project / f"results/cpu/runs/{cell}").parent
+    before = {path: path.read_bytes() for path in cpu_run.iterdir() if path.is_file()}
+    second = snakemake(project, "--profile", "profiles/smoke", f"results/runs/{cell}")
+    assert second.returncode == 0, second.stderr[-3000:]
+    assert (project / f"results/runs/{cell}").exists()
+    assert {path: path.read_bytes() for path in cpu_run.iterdir() if path.is_file()} == before
+    for budget, target in (("cpu", f"results/cpu/runs/{cell}"), ("smoke", f"results/runs/{cell}")):
+        again = snakemake(project, "-n", "--profile", "profiles/smoke", target, "--config", f"budget={budget}")
+        assert again.returncode == 0 and "Nothing to be done" in again.stdout + again.stderr, budget
