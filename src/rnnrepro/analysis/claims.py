@@ -49,6 +49,9 @@ COLUMNS = ["study", "claim", "statement", "source", "table", "value", "paper", "
            "difference", "spread", "samples", "scale", "paper_check", "budget", "data", "seeds"]
 # check kind -> the pairs (indices into the claim's rows) it needs, and the way each must go
 BELOW, ABOVE, OVERLAP = "below", "above", "overlapping"
+# The data of a claim on an artifact that trains nothing (exact parameter counts of the paper's models):
+# decided at every budget, whatever `testable` says.
+COUNTED = "none (exact counts, no training)"
 
 
 class ClaimError(ValueError):
@@ -284,9 +287,12 @@ def _artifact_of(study: dict, table: str) -> str:
 
 
 def _provenance(study: dict, config: dict, case: Case) -> tuple[str, str]:
-    """The data a case's rows were trained on (``real`` or ``synthetic (corpora)``) and the seeds."""
+    """The data a case's rows were trained on (``real``, ``synthetic (corpora)``, or COUNTED for an
+    artifact that trains nothing) and the seeds."""
     artifact = _artifact_of(study, case.claim["table"])
     spec = grid.artifact_spec(study, config, artifact)
+    if not spec.get("needs_training", True):
+        return COUNTED, ""
     named = {row["dataset"] for row in case.rows if "dataset" in row} & set(spec["datasets"])
     datasets = sorted(named) or spec["datasets"]
     corpora = sorted({grid.corpus_for(study, config, d) for d in datasets})
@@ -299,12 +305,10 @@ def _provenance(study: dict, config: dict, case: Case) -> tuple[str, str]:
 def _gpu_hours(study: dict, claim: dict, budget: str) -> str:
     """The cost of the claim's cells at ``budget``: GPU-hours on one H100, or wall hours on a 2-core CPU."""
     spec = study["budgets"].get(budget, {})
+    if "cpu_hours" in spec:
+        return f"about {spec['cpu_hours']:g} hours of the study's {budget} grid on a 2-core CPU"
     hours = claim.get("gpu_hours", spec.get("gpu_hours"))
-    if hours:
-        return f"about {hours:g} GPU-hours on one H100"
-    if spec.get("cpu_hours"):
-        return f"about {spec['cpu_hours']:g} hours of its grid on a 2-core CPU"
-    return "GPU-hours not estimated"
+    return f"about {hours:g} GPU-hours on one H100" if hours else "GPU-hours not estimated"
 
 
 def _spread(samples: list[list[float]]) -> float:
@@ -346,9 +350,9 @@ def evaluate_case(study: dict, config: dict, table: pd.DataFrame, case: Case) ->
     def verdict(v: str, reason: str) -> dict:
         return {**row, "verdict": v, "reason": reason}
 
-    if data != "real":
+    if data.startswith("synthetic"):
         return verdict(NOT_TESTED, f"synthetic data {data.removeprefix('synthetic ')}")
-    if budget not in testable:
+    if budget not in testable and data != COUNTED:
         return verdict(NOT_TESTED, f"not testable at this budget ({budget}): needs budget {testable[0]}, "
                                    f"{_gpu_hours(study, claim, testable[0])}")
     absent = [_label(r) for r, v in zip(claim["rows"], ours) if v is None or math.isnan(v)]
@@ -432,7 +436,7 @@ def evaluate_study(study: dict, config: dict, tables: dict[str, pd.DataFrame],
         # only when rendering from recorded runs: an artifact with no records has no table
         for case in cases(claim):
             data, seeds = _provenance(study, config, case)
-            reason = (f"synthetic data {data.removeprefix('synthetic ')}" if data != "real"
+            reason = (f"synthetic data {data.removeprefix('synthetic ')}" if data.startswith("synthetic")
                       else (unrendered or {}).get(claim["table"], f"table {claim['table']} was not built"))
             rows.append({"study": study["study"], "claim": case.id, "statement": claim["statement"],
                          "source": claim["source"], "table": claim["table"], "value": claim["value"],

@@ -90,6 +90,33 @@ def lm_table(metrics_files: list[str], dynamic: pd.DataFrame | None, study: dict
             .reset_index(drop=True))
 
 
+# ---------------------------------------------------------------- parameter counts (no training)
+
+def params_table(study: dict, run_config: dict, artifact: str) -> pd.DataFrame:
+    """Exact parameter counts of the artifact's models at the paper's sizes, whatever the budget: each
+    built on torch's meta device (shapes, no weights, no training) with the dataset's published
+    vocabulary, beside the paper's rounded #Params (``paper.<artifact>``)."""
+    import torch
+
+    from .. import grid
+    from ..data.registry import get_dataset
+    from ..train.language_model import build_model
+
+    spec, paper_config = study["artifacts"][artifact], {**run_config, "budget": "paper"}
+    rows = []
+    for dataset in spec["datasets"]:
+        vocab = get_dataset(dataset).expected.vocab_size
+        for model in spec["models"]:
+            cfg = grid.resolve_cell(study, paper_config, grid.Cell(study["study"], dataset, model, 100, 0, "paper"))
+            with torch.device("meta"):
+                built = build_model(cfg, vocab)
+            params = sum(p.numel() for p in built.parameters())
+            rows.append({"dataset": dataset, "model": model, "cell": cfg["architecture"]["cell"], "vocab": vocab,
+                         "params": params, "params_m": params / 1e6})
+    table = pd.DataFrame(rows)
+    return table.merge(paper_values(study, artifact), on=["dataset", "model"], how="left")
+
+
 # ---------------------------------------------------------------- speed
 
 def measure_speed(settings: dict, device) -> dict:

@@ -153,7 +153,8 @@ def ablation_counts(study: dict, run_config: dict, artifact: str) -> pd.DataFram
     where it has no pyramid or g = 1), built on the meta device (no weights, no training), with the
     published vocabulary sizes. Beside them the paper's printed counts (``paper.table3``, ``paper.fig5``).
 
-    Columns: the model, its Table 3 row (if it is one), g, K, ``pyramid``, ``pyramid_groups``, total and
+    Columns: the model, its Table 3 row (if it is one), whether it is a point of Figure 5 (``figure5``),
+    g, K, ``pyramid``, ``pyramid_groups``, total and
     recurrent-unit (RU) parameters (also in millions), ``ru_saving_pct`` against a one-layer LSTM of
     the same sizes, ``ru_saving_vs_r4_pct`` against Table 3's R4 with the released pyramid (the paper's
     "R3 against R4" and "R1 against R4" savings), and ``paper_*``.
@@ -182,7 +183,8 @@ def ablation_counts(study: dict, run_config: dict, artifact: str) -> pd.DataFram
                 row = TABLE3_ROWS.get((options.get("context_transform"), options.get("input_transform"),
                                        options.get("residual"))) if model_id in study["artifacts"]["table3"]["models"] else None
                 rows.append({
-                    "dataset": dataset, "model": model_id, "table3_row": row, "cell": arch["cell"],
+                    "dataset": dataset, "model": model_id, "table3_row": row,
+                    "figure5": model_id in study["artifacts"]["fig5"]["models"], "cell": arch["cell"],
                     "g": options.get("groups"), "K": options.get("levels"), "M": arch["hidden_size"],
                     "pyramid": pyramid, "pyramid_groups": pyramid_groups if options else None,
                     "params": sum(p.numel() for p in model.parameters()),
