@@ -254,6 +254,9 @@ def _check_references(study: dict, source: str) -> None:
         for recipe in budget.get("recipes", {}):
             if recipe not in recipes:
                 problems.append(f"budgets.{budget_name}.recipes.{recipe}: unknown recipe")
+        for name in budget.get("omit", []):
+            if name not in study["artifacts"]:
+                problems.append(f"budgets.{budget_name}.omit: {name!r} is not an artifact of this study")
         for name, smaller in budget.get("artifacts", {}).items():
             if name not in study["artifacts"]:
                 problems.append(f"budgets.{budget_name}.artifacts.{name}: unknown artifact")

@@ -103,6 +103,12 @@ def train_file(corpus: str, fraction: int) -> str:
     return f"{PROCESSED}/{corpus}/train.fraction{fraction}.txt"
 
 
+def artifacts(study: dict, config: dict) -> list[str]:
+    """The study's artifacts the current budget builds (all but those its `omit` leaves out)."""
+    omitted = set(budget_of(study, config).get("omit", []))
+    return [name for name in study["artifacts"] if name not in omitted]
+
+
 def artifact_spec(study: dict, config: dict, artifact: str) -> dict:
     """An artifact's grid under the current budget: the budget's smaller lists where it gives them, and
     its seeds (the artifact's own, else the budget's, else the run config's)."""

@@ -197,7 +197,8 @@ def units(studies: dict, config: dict) -> list[Unit]:
     for name, study in studies.items():
         evaluations: dict[grid.Cell, set[str]] = {}
         order: list[grid.Cell] = []
-        for artifact, spec in study["artifacts"].items():
+        for artifact in grid.artifacts(study, config):
+            spec = study["artifacts"][artifact]
             for cell in grid.artifact_cells(study, config, artifact):
                 order.append(cell)
                 evaluations.setdefault(cell, set()).update(spec.get("evaluations", []))
@@ -306,6 +307,9 @@ def render(budget: str, records: Path = RECORDS, config_file: Path = Path("confi
     for name, study in studies.items():
         for artifact, spec in study["artifacts"].items():
             key = f"{name}/{artifact}"
+            if artifact not in grid.artifacts(study, config):
+                status[key] = f"not in the {budget} budget (its `omit`)"
+                continue
             out_tables, out_figures, notebook = _outputs(study, name, artifact, budget)
             problem = _artifact_problem(study, config, artifact, records)
             if problem is None:

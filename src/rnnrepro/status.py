@@ -83,7 +83,7 @@ def log_path(cell: grid.Cell) -> Path:
 def grid_cells(config: dict, studies: dict) -> list[grid.Cell]:
     cells = []
     for study in studies.values():
-        for artifact in study["artifacts"]:
+        for artifact in grid.artifacts(study, config):
             cells += grid.artifact_cells(study, config, artifact)
     return list(dict.fromkeys(cells))
 

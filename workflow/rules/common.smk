@@ -137,7 +137,7 @@ def report_output(path, study, artifact, kind):
 def all_artifacts():
     targets = []
     for study in STUDIES:
-        for artifact in STUDIES[study]["artifacts"]:
+        for artifact in grid.artifacts(STUDIES[study], config):
             out = artifact_outputs(study, artifact)
             targets += out["tables"] + out["figures"] + [out["notebook"]]
     # the claims scorecard (rule claims in analysis.smk)
@@ -153,7 +153,7 @@ def all_tables():
     return [
         table
         for study in STUDIES
-        for artifact in STUDIES[study]["artifacts"]
+        for artifact in grid.artifacts(STUDIES[study], config)
         for table in artifact_outputs(study, artifact)["tables"]
     ]
 

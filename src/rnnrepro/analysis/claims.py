@@ -429,7 +429,20 @@ def evaluate_study(study: dict, config: dict, tables: dict[str, pd.DataFrame],
     table could not be built (rendering from recorded runs), table name -> reason."""
     check_claims(study)
     rows = []
+    built = grid.artifacts(study, config)
     for claim in study.get("claims", []):
+        artifact = _artifact_of(study, claim["table"])
+        if artifact not in built:
+            testable = claim.get("testable", DEFAULT_TESTABLE)
+            later = next((b for b in testable if b != config["budget"]), testable[0])
+            reason = (f"not testable at this budget ({config['budget']}): its grid leaves out artifact {artifact}; "
+                      f"needs budget {later}, {_gpu_hours(study, claim, later)}")
+            rows += [{"study": study["study"], "claim": case.id, "statement": claim["statement"],
+                      "source": claim["source"], "table": claim["table"], "value": claim["value"], "paper": "",
+                      "ours": "", "verdict": NOT_TESTED, "reason": reason, "difference": "", "spread": math.nan,
+                      "samples": "", "scale": "", "paper_check": "", "budget": config["budget"], "data": "",
+                      "seeds": ""} for case in cases(claim)]
+            continue
         if claim["table"] in tables:
             rows += [evaluate_case(study, config, tables[claim["table"]], case) for case in cases(claim)]
             continue
