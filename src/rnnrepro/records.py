@@ -23,9 +23,10 @@ cells it is finetuned from and every evaluation output the budget's artifacts re
 study's speed benchmark. It skips recorded units, prepares the data of the rest (one Snakemake run),
 then ``--jobs`` workers each run one unit at a time through Snakemake (disjoint targets, so side by
 side with ``--nolock``) and pack it into ``records/`` the moment it finishes (with ``--commit``, one git
-commit per unit). No unit starts after the deadline (``--minutes``); at the deadline running units get
-SIGTERM: training writes its resume checkpoint, a later ``grow`` on this machine resumes it, on another
-machine it starts afresh. Killing ``grow`` at any point loses no recorded unit.
+commit per unit). No unit starts after the deadline (``--minutes``); at the deadline, or when ``grow``
+itself gets SIGTERM or Ctrl-C, running units get SIGTERM: training writes its resume checkpoint, a later
+``grow`` on this machine resumes it, on another machine it starts afresh. Killing ``grow`` at any point
+(even with SIGKILL) loses no recorded unit.
 
 ``render`` copies a budget's records into its results tree and runs each artifact's notebook through
 papermill with exactly the parameters the Snakemake rule gives it (rnnrepro.analysis.run_notebook), then
@@ -487,7 +488,13 @@ class Grower:
             except ProcessLookupError:
                 pass
 
+    def stop_now(self, signum, frame) -> None:
+        """SIGTERM or Ctrl-C: the deadline is now (running units checkpoint and stop, none starts)."""
+        self.deadline = time.monotonic()
+
     def run(self) -> None:
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(signum, self.stop_now)
         workers = [threading.Thread(target=self.work, daemon=True) for _ in range(self.args.jobs)]
         for worker in workers:
             worker.start()
