@@ -41,7 +41,8 @@ from rnnrepro.analysis.lrn import speed_table
 from rnnrepro.configuration import load_study
 
 study_config = load_study(study)
-speed = json.loads(Path(f"results/speed/{study}.json").read_text())
+# the study's speed benchmark, in the same results tree as this table (results/<budget>/speed/)
+speed = json.loads((Path(tables[0]).parent.parent / "speed" / f"{study}.json").read_text())
 table = speed_table(speed, study_config, artifact)
 table["budget_shapes"] = f"batch {speed['batch_size']}, bptt {speed['bptt']}, vocab {speed['vocab_size']}"
 table.to_csv(tables[0], index=False)

@@ -14,8 +14,8 @@ from filelock import FileLock
 from rnnrepro.configuration import REPO_ROOT
 
 BIN = Path(sys.executable).parent
-# metrics.json entries that differ between two runs of the same cell (clock, machine, checkout)
-TIMING_KEYS = {"wall_seconds", "train_seconds", "seconds_per_1000_sequences", "finished_at", "git_sha"}
+# metrics.json entries that differ between two runs of the same cell (clock, machine and its load, checkout)
+TIMING_KEYS = {"wall_seconds", "train_seconds", "seconds_per_1000_sequences", "finished_at", "git_sha", "machine"}
 PROJECT_PARTS = ["Snakefile", "workflow", "config", "notebooks", "profiles", "src"]
 
 

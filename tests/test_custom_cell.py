@@ -144,11 +144,11 @@ def broken_cell(directory, kind: str, monkeypatch) -> str:
 
 
 @pytest.mark.parametrize("kind, message", [
-    ("raises", "constructing broken_raises:BrokenMGU(input_size=12, hidden_size=24) raised ValueError: "
+    ("raises", "constructing broken_raises:BrokenMGU(input_size=32, hidden_size=64) raised ValueError: "
                "no weights today"),
-    ("transposed", "forward returned (2, 3, 24), expected (3, 2, 24)"),
-    ("narrow", "forward returned (3, 2, 23), expected (3, 2, 24)"),
-    ("state_lost", "forward returned a state of shape (24,), expected (2, 24) (init_state's)"),
+    ("transposed", "forward returned (2, 3, 64), expected (3, 2, 64)"),
+    ("narrow", "forward returned (3, 2, 63), expected (3, 2, 64)"),
+    ("state_lost", "forward returned a state of shape (64,), expected (2, 64) (init_state's)"),
 ])
 def test_a_cell_that_breaks_the_contract_is_named_at_config_check(custom, tmp_path, monkeypatch, kind, message):
     custom["mgu"]["cell"] = broken_cell(tmp_path, kind, monkeypatch)
@@ -162,10 +162,10 @@ def test_a_cell_that_breaks_the_contract_is_named_at_config_check(custom, tmp_pa
 def test_trial_sizes_keep_the_models_equal_widths_equal():
     pru, lru = studies().values()
     # PRU Table 1: a 400-wide tied embedding into 1000-wide layers, the last back to 400
-    assert trial_layer_sizes(pru, pru["models"]["lstm_m1000"]) == [(12, 24), (24, 24), (24, 12)]
+    assert trial_layer_sizes(pru, pru["models"]["lstm_m1000"]) == [(32, 64), (64, 64), (64, 32)]
     # the ablations write embedding = hidden = 600 as numbers; LRU: embedding_size: hidden_size
-    assert trial_layer_sizes(pru, pru["models"]["abl_lstm_m600"]) == [(24, 24)]
-    assert trial_layer_sizes(lru, lru["models"]["lru_24m"]) == [(24, 24)]
+    assert trial_layer_sizes(pru, pru["models"]["abl_lstm_m600"]) == [(64, 64)]
+    assert trial_layer_sizes(lru, lru["models"]["lru_24m"]) == [(64, 64)]
 
 
 def test_every_built_in_model_passes_the_trial():
@@ -187,7 +187,7 @@ def test_dry_run_stops_on_a_transposed_cell_naming_file_and_cell(tmp_path):
     run = snakemake(project, "-n", "results/tables/pru_table1.csv", "--configfile", "bad.yaml")
     said = run.stdout + run.stderr
     assert run.returncode != 0
-    assert "bad.yaml: custom_cells.mgu: forward returned (2, 3, 24), expected (3, 2, 24)" in said, said[-2000:]
+    assert "bad.yaml: custom_cells.mgu: forward returned (2, 3, 64), expected (3, 2, 64)" in said, said[-2000:]
     assert "train_cell" not in said
 
 

@@ -314,7 +314,7 @@ def test_published_tensors_of_the_lrn_studys_models():
     config = load_run_config({**load_yaml(REPO_ROOT / "config/config.yaml"), "budget": "smoke"})
     expected = {"lstm": (11, 14), "gru": (17, 14), "atr": (17, 17), "sru": (17, 17), "lrn": (11, 11)}
     for model_id, (published, ours) in expected.items():
-        cfg = grid.resolve_cell(study, config, grid.Cell("lrn", "synth_ptb", model_id, 100, 1))
+        cfg = grid.resolve_cell(study, config, grid.Cell("lrn", "synth_ptb", model_id, 100, 1, "smoke"))
         model = build_model(cfg, 50)
         tensors = dynamic.published_tensors(model)
         assert (len(tensors), len(list(model.parameters()))) == (published, ours), model_id

@@ -155,15 +155,15 @@ def test_config_check_refuses_a_cell_that_cannot_run_bf16():
     for device in ("cpu", "cuda", "auto"):
         with pytest.raises(ConfigError) as refused:
             grid.resolve_cell(lru, dict(run_config, precision="bf16", device=device),
-                              grid.Cell("lru", "ptb_char", "lru_24m", 100, 1111))
+                              grid.Cell("lru", "ptb_char", "lru_24m", 100, 1111, "paper"))
         message = str(refused.value)
         assert "'lru_24m'" in message and "cell 'lru'" in message and "`precision: fp32`" in message
         assert ("any device" if device == "auto" else f"on {device}") in message
     for name in ("fp32", "tf32"):
-        grid.resolve_cell(lru, dict(run_config, precision=name), grid.Cell("lru", "ptb_char", "lru_24m", 100, 1111))
+        grid.resolve_cell(lru, dict(run_config, precision=name), grid.Cell("lru", "ptb_char", "lru_24m", 100, 1111, "paper"))
     pru = load_study("pru", custom_cells={})
     cfg = grid.resolve_cell(pru, dict(run_config, precision="bf16", device="cpu"),
-                            grid.Cell("pru", "ptb", "lstm_m1000", 100, 1111))
+                            grid.Cell("pru", "ptb", "lstm_m1000", 100, 1111, "paper"))
     assert cfg["precision"] == "bf16"
 
 

@@ -186,7 +186,7 @@ def test_sigterm_reaches_training_through_the_wrapper(tmp_path, tiny_cell):
     """The wrapper execs training: SLURM's SIGTERM lands in training, which checkpoints, exits 143
     (the lock is released), and the rerun resumes mid-epoch."""
     train = [sys.executable, "-m", "rnnrepro.train", "--run-dir", str(tmp_path / "run"),
-             "--config", json.dumps(tiny_cell)]
+             "--config", json.dumps(tiny_cell), "--device", "cpu", "--threads", "1"]
     lock_dir = tmp_path / "locks"
     proc = wrapped(lock_dir, train, host_env("0,1"), stderr=subprocess.PIPE, text=True)
     while "epoch 1:" not in proc.stderr.readline():
@@ -341,7 +341,7 @@ def test_killed_cell_is_interrupted_not_running(tmp_path):
     assert alone.state == "interrupted" and alone.epochs == 1
     assert "no training process" in alone.note and "a rerun resumes from" in alone.note
     # Snakemake still runs, its other cells train on this machine: this one's process is gone.
-    other = tmp_path / grid.RUNS / "pru/synth_ptb/lstm_m1400/frac100/seed1111"
+    other = tmp_path / grid.runs_dir("smoke") / "pru/synth_ptb/lstm_m1400/frac100/seed1111"
     assert state(True, {other.resolve()}).state == "interrupted"
     # ... its jobs run elsewhere (SLURM): a recent log is all there is to go by.
     assert state(True, set()).state == "running"
@@ -379,7 +379,7 @@ def test_stopped_cell_is_interrupted_and_error_line_shown_whole(tmp_path):
 
 
 def test_corrupt_metrics_is_flagged_and_the_grid_still_listed(results_tree):
-    damaged = results_tree / grid.RUNS / "pru/synth_ptb/lstm_m1000/frac100/seed1111/metrics.json"
+    damaged = results_tree / grid.runs_dir("smoke") / "pru/synth_ptb/lstm_m1000/frac100/seed1111/metrics.json"
     damaged.write_text(damaged.read_text()[:40])
     out = subprocess.run([sys.executable, "-m", "rnnrepro.status", "--budget", "smoke", "--format", "csv"],
                          cwd=results_tree, capture_output=True, text=True, timeout=120)

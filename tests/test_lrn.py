@@ -317,7 +317,11 @@ def test_claims_hold_on_the_papers_own_numbers(study):
     speed_rows = [{"model": m, "lm_ratio": v["time_s"] / snli["lstm"]["time_s"],
                    "layer_ratio": v["time_s"] / snli["lstm"]["time_s"],
                    "paper_snli_ratio": v["time_s"] / snli["lstm"]["time_s"]} for m, v in snli.items()]
-    tables = {"lrn_lm": pd.DataFrame(lm_rows), "lrn_speed": pd.DataFrame(speed_rows)}
+    params_rows = [{"dataset": dataset, "model": model, "params_m": values["params_m"],
+                    "paper_params_m": values["params_m"]}
+                   for dataset, models in study["paper"]["params"].items() for model, values in models.items()]
+    tables = {"lrn_lm": pd.DataFrame(lm_rows), "lrn_speed": pd.DataFrame(speed_rows),
+              "lrn_params": pd.DataFrame(params_rows)}
     verdicts = evaluate_study(study, run_config("paper"), tables)
     assert len(verdicts) == 1 + 2 + 10 + 10 + 1 + 2
     assert [v["claim"] for v in verdicts if v["verdict"] != HELD] == []

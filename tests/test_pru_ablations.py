@@ -78,7 +78,7 @@ STANDARD_ROWS = ("lstm_m1000", "lstm_m1200", "lstm_m1400", "pru_g1_k2_m1000", "p
 
 
 def resolved_dropouts(study: dict, model_id: str, corpus: str, budget: str = "paper") -> set[float]:
-    recipe = grid.resolve_cell(study, run_config(budget), grid.Cell("pru", corpus, model_id, 100, 1111))["recipe"]
+    recipe = grid.resolve_cell(study, run_config(budget), grid.Cell("pru", corpus, model_id, 100, 1111, budget))["recipe"]
     return {recipe["dropout_input"], recipe["dropout_hidden"], recipe["dropout_output"]}
 
 
@@ -94,8 +94,8 @@ def test_table1_standard_rows_train_at_the_code_default_and_the_variant_at_the_p
         assert resolved_dropouts(study, variant, corpus) == {0.5}
         assert {k: v for k, v in study["models"][variant].items() if k != "recipe"} == \
             {k: v for k, v in study["models"][model_id].items() if k != "recipe"}
-        base = grid.resolve_cell(study, run_config("paper"), grid.Cell("pru", corpus, model_id, 100, 1))["recipe"]
-        other = grid.resolve_cell(study, run_config("paper"), grid.Cell("pru", corpus, variant, 100, 1))["recipe"]
+        base = grid.resolve_cell(study, run_config("paper"), grid.Cell("pru", corpus, model_id, 100, 1, "paper"))["recipe"]
+        other = grid.resolve_cell(study, run_config("paper"), grid.Cell("pru", corpus, variant, 100, 1, "paper"))["recipe"]
         assert {k for k in base if base[k] != other[k]} == {"dropout_input", "dropout_hidden", "dropout_output"}
     assert study["artifacts"]["dropout"]["models"] == [m for row in STANDARD_ROWS for m in (row, f"{row}_do05")]
     # the smoke and reduced budgets keep the cheapest pair, headline row first
@@ -236,13 +236,16 @@ def test_counts_table_and_the_claims_that_read_it(study):
     assert wt2.loc[("abl_pru_g4_k4_m600", "grouped"), "params"] == 20_626_182
     # the scorecard on this table: held at every real-data budget (no training), grouped for R3 and
     # Figure 5, released for the rows without a grouped context
-    ids = [c["id"] for c in study["claims"] if c["table"] == "pru_counts"]
+    ids = [c["id"] for c in study["claims"] if c["table"] == "pru_counts" and c["id"].startswith("paper_counts")]
     assert len(ids) == 5
-    for budget in ("reduced", "paper"):
+    # with them, Figure 5's "more levels, fewer recurrent parameters" at every g, on the same exact counts:
+    # no training, so decided at every budget, smoke included
+    ids.append("more_levels_fewer_ru_params")
+    for budget in ("smoke", "cpu", "reduced", "paper"):
         config = load_run_config({**load_yaml(REPO_ROOT / "config/config.yaml"), "budget": budget})
         rows = evaluate_study({**study, "claims": [c for c in study["claims"] if c["id"] in ids]}, config,
                               {"pru_counts": table})
-        assert len(rows) == 1 + 2 + 1 + 1 + 3
+        assert len(rows) == 1 + 2 + 1 + 1 + 3 + 3
         assert {r["verdict"] for r in rows} == {HELD}, [(r["claim"], r["reason"]) for r in rows]
 
 

@@ -144,7 +144,7 @@ def test_damaged_weights_are_found_from_the_zip_directory(tmp_path):
 
 
 def test_status_shows_a_finished_cell_with_damaged_weights(tmp_path):
-    cell = grid.Cell("pru", "synth_ptb", "lstm_m1000", 100, 1111)
+    cell = grid.Cell("pru", "synth_ptb", "lstm_m1000", 100, 1111, "smoke")
     run_dir = tmp_path / cell.run_dir
     run_dir.mkdir(parents=True)
     (run_dir / "metrics.json").write_text(json.dumps(METRICS))

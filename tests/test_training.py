@@ -200,13 +200,14 @@ def test_gpu_out_of_memory_names_the_cell_and_the_jobs_per_gpu(corpus_dir, tmp_p
     jobs share a GPU, and what to set; exit 1 like any failed cell."""
     from rnnrepro.train import __main__ as cli
 
-    def runs_out(run_dir, cfg):
+    def runs_out(run_dir, cfg, device):
         raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 48.00 MiB. GPU 0 has a total "
                                      "capacity of 79.18 GiB of which 28.69 MiB is free.\nmore lines")
     monkeypatch.setitem(cli.TRAINERS, "lm", runs_out)
     monkeypatch.setenv("RNNREPRO_JOBS_PER_GPU", "8")
     cfg = smoke_config(corpus_dir, "lstm_m1000")
-    assert cli.main(["--run-dir", str(tmp_path / "oom"), "--config", json.dumps(cfg)]) == 1
+    assert cli.main(["--run-dir", str(tmp_path / "oom"), "--config", json.dumps(cfg), "--device", "cpu",
+                     "--threads", "1"]) == 1
     err = capsys.readouterr().err
     assert f"cell {tmp_path / 'oom'}: the GPU ran out of memory (CUDA out of memory. Tried to allocate 48.00 MiB." in err
     assert "RNNREPRO_JOBS_PER_GPU=8" in err and "RNNREPRO_JOBS_PER_GPU=2" in err
@@ -337,7 +338,8 @@ def test_full_disk_keeps_the_last_good_checkpoint(reference_run, tmp_path):
     run_dir = tmp_path / "full"
     checkpoint_file = run_dir / "checkpoint" / "last.pt"
     script = FULL_DISK.replace("{fail_at}", "3").replace("{tests}", str(Path(__file__).parent))
-    proc = subprocess.run([sys.executable, "-c", script, "--run-dir", str(run_dir), "--config", json.dumps(cfg)],
+    proc = subprocess.run([sys.executable, "-c", script, "--run-dir", str(run_dir), "--config", json.dumps(cfg),
+                           "--device", "cpu", "--threads", "1"],
                           capture_output=True, text=True, timeout=600)
     assert proc.returncode == 1, proc.stderr
     assert f"cannot write {checkpoint_file}: No space left on device. Free space on the disk" in proc.stderr

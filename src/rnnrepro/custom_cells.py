@@ -46,8 +46,9 @@ ENVIRONMENT_VARIABLE = "RNNREPRO_CUSTOM_CELLS"
 DATA_KEYS = ("dataset", "fraction")
 #: the widths a cell is tried at, given in turn to its model's distinct widths (hidden, embedding, last
 #: layer's): small, so the trial takes milliseconds, and with many divisors, so a cell that needs its
-#: width to be a multiple of its groups (as the PRU does) accepts them
-TRIAL_WIDTHS = (24, 12, 18)
+#: width to be a multiple of its groups (as the PRU does, also in each of up to 4 pyramid levels split
+#: into 4 groups) accepts them
+TRIAL_WIDTHS = (64, 32, 48)
 #: the window a cell is tried on: (steps, batch), different so that a transposed output shows
 TRIAL_STEPS, TRIAL_BATCH = 3, 2
 #: the layer contract the trial checks, quoted under its errors

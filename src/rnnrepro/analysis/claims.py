@@ -291,7 +291,7 @@ def _provenance(study: dict, config: dict, case: Case) -> tuple[str, str]:
     artifact that trains nothing) and the seeds."""
     artifact = _artifact_of(study, case.claim["table"])
     spec = grid.artifact_spec(study, config, artifact)
-    if not spec.get("needs_training", True):
+    if not spec.get("needs_training", True) and not spec.get("speed"):
         return COUNTED, ""
     named = {row["dataset"] for row in case.rows if "dataset" in row} & set(spec["datasets"])
     datasets = sorted(named) or spec["datasets"]
@@ -366,12 +366,14 @@ def evaluate_case(study: dict, config: dict, table: pd.DataFrame, case: Case) ->
                spread=_spread(samples))
     relation = SYMBOLS.get(kind, kind.replace("_", " "))
     outcome = seed_verdict(kind, samples, reference)
-    evidence = ("1 seed" if max(counts) == 1 else
+    devices = sorted({str(d) for d in table["device"].dropna()}) if "device" in table.columns else []
+    evidence = (f"one measurement on {', '.join(devices)}" if devices and max(counts) == 1 else
+                "exact counts" if data == COUNTED else "1 seed" if max(counts) == 1 else
                 f"{min(counts)}-{max(counts)} seeds per row" if min(counts) != max(counts) else f"{counts[0]} seeds per row")
     if outcome == NOT_HELD:
         return verdict(NOT_HELD, f"the check ({relation}) fails on our numbers ({evidence}: every seed of a "
                                  f"needed pair goes the other way)" if max(counts) > 1 else
-                       f"the check ({relation}) fails on our numbers (1 seed)")
+                       f"the check ({relation}) fails on our numbers ({evidence})")
     if outcome == INCONCLUSIVE:
         return verdict(INCONCLUSIVE, f"the seeds of a needed pair overlap ({evidence}): the difference is within "
                                      f"their seed-to-seed spread")

@@ -188,7 +188,10 @@ def speed_table(speed: dict, study: dict, artifact: str = "speed") -> pd.DataFra
     reference = table.iloc[0]
     table["lm_ratio"] = table["lm_seconds_per_batch"] / reference["lm_seconds_per_batch"]
     table["layer_ratio"] = table["layer_seconds"] / reference["layer_seconds"]
-    table["device"] = speed["device_name"]
+    # the GPU's name, or the CPU's model and threads (older results name only "cpu")
+    machine = speed.get("machine", {})
+    table["device"] = (f"{machine['cpu']} CPU, {machine['threads']} threads"
+                       if speed["device_name"] == "cpu" and machine.get("cpu") else speed["device_name"])
     paper = study["paper"].get(artifact, {})
     for task, models in paper.items():
         reference_time = models[reference["model"]]["time_s"]
