@@ -47,15 +47,7 @@ def load_yaml(path: Path) -> Any:
 
 
 def _schema(name: str) -> dict:
-    schema = load_yaml(SCHEMA_DIR / f"{name}.schema.yaml")
-    defs = schema.get("$defs", {})
-    # A recipe needs every field; an override may name any subset of them. Each task has its own
-    # `<prefix>recipe_fields` (prefix "" for lm, "autocomplete_" for autocomplete).
-    for name in [name for name in defs if name.endswith("recipe_fields")]:
-        prefix = name.removesuffix("recipe_fields")
-        defs[f"{prefix}recipe"]["properties"] = defs[name]
-        defs[f"{prefix}recipe_override"]["properties"] = defs[name]
-    return schema
+    return load_yaml(SCHEMA_DIR / f"{name}.schema.yaml")
 
 
 def _key_path(error: jsonschema.ValidationError) -> str:
