@@ -74,6 +74,17 @@ def test_study_schema_file_is_the_whole_schema(tmp_path, pru):
         load_study("pru", root=tmp_path)
 
 
+def test_artifact_with_paper_values_names_their_source(tmp_path, pru):
+    """The report's caption quotes an artifact's paper_source: an artifact with paper values needs one."""
+    broken = copy.deepcopy(pru)
+    del broken["artifacts"]["table4"]["paper_source"]
+    (tmp_path / "config" / "studies").mkdir(parents=True)
+    (tmp_path / "config" / "studies" / "pru.yaml").write_text(yaml.safe_dump(broken))
+    with pytest.raises(ConfigError, match=r"artifacts.table4: no paper_source; say where in the paper the values "
+                                          r"under paper.table4 come from"):
+        load_study("pru", root=tmp_path)
+
+
 def test_study_unknown_model_reference(tmp_path, pru):
     broken = copy.deepcopy(pru)
     broken["artifacts"]["table1"]["models"].append("lstm_m9999")

@@ -263,6 +263,9 @@ def _check_references(study: dict, source: str) -> None:
         if artifact not in study["artifacts"]:
             problems.append(f"paper.{artifact}: unknown artifact")
             continue
+        if "paper_source" not in study["artifacts"][artifact]:
+            problems.append(f"artifacts.{artifact}: no paper_source; say where in the paper the values under "
+                            f"paper.{artifact} come from (a table, a figure, a section)")
         for dataset, rows in datasets.items():
             for model in rows:
                 if model not in models:
