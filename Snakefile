@@ -1,6 +1,6 @@
 # rnnrepro — the workflow's table of contents. Rules live in workflow/rules/, the config in config/.
 #   snakemake --cores 8 --use-conda all                      every table and figure (budget from config)
-#   snakemake --cores 8 results/tables/pru_table1.csv        one artifact
+#   snakemake --cores 8 results/paper/tables/pru_table1.csv  one artifact (results/<budget>/; smoke: results/)
 #   snakemake --profile profiles/smoke                       the CPU smoke run (what `make smoke` runs)
 from snakemake.utils import min_version
 

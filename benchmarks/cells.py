@@ -10,8 +10,9 @@ One layer per cell, on random input that requires a gradient (as an embedding's 
 timed run is forward, sum of the outputs, backward. The cells are timed round-robin, one run of each
 per repeat, so a slow spell of a shared machine hits every cell alike; the table reports the median.
 "x nn.LSTM" is the cell's time per token over nn.LSTM's at the same input and hidden size, measured
-in the same run; "target" is issue 10's bound for that ratio on the device (CPU: 3x, LRN and SRU 1x;
-GPU: 1.5x at the AWD shape and 2x at the small one, LRN and SRU 0.33x), with "ok" or "MISSED".
+in the same run; "target" is the project's bound for that ratio on the device (CPU: 3x, LRN and SRU 1x;
+GPU: 1.5x at the AWD shape and 2x at the small one, LRN and SRU 0.33x; docs/benchmarks.md says why),
+with "ok" or "MISSED".
 On a GPU every timed run is bracketed by ``torch.cuda.synchronize()``, the float32 precision is
 ``--precision`` (default fp32: cuDNN's LSTM and the custom cells' products both in full FP32; see
 rnnrepro.precision), and the warm-up runs capture the CUDA graphs and compile the Triton kernels. The LRU family needs input size = hidden size; its baseline is nn.LSTM at
@@ -56,7 +57,7 @@ CELL_OPTIONS = {"pru": {"groups": 2, "levels": 2}, "nested_lstm": {"depth": 2}, 
 SQUARE_ONLY = {"ps_lru", "rg_lru", "lru"}
 BASELINE = "lstm"
 FLOOR = "nested_lstm products only"
-FAST_CELLS = {"lrn", "sru"}  # issue 10: at least 1/ratio times as fast as the LSTM
+FAST_CELLS = {"lrn", "sru"}  # their papers' point is speed: at least 1/ratio times as fast as the LSTM
 # (device, shape) -> bound on "x nn.LSTM" for every other cell; FAST_CELLS have FAST_TARGET[device]
 TARGET = {("cpu", "awd"): 3.0, ("cpu", "small"): 3.0, ("cuda", "awd"): 1.5, ("cuda", "small"): 2.0}
 FAST_TARGET = {"cpu": 1.0, "cuda": 0.33}

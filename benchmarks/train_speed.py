@@ -12,7 +12,7 @@ row's time relative to the first model's row with the same weight drop.
 
 ``--weight-drop`` times every model with weight drop "off" (0), "on" (0.5 on the recurrent weights, the
 AWD recipe's value: the AWD regime, a dropped copy of every recurrent weight per batch) and/or as its
-"recipe" says; default: off and on, issue 10's two regimes. On a GPU the step is bracketed by
+"recipe" says; default: off and on, the regimes of Table 1's standard and AWD rows. On a GPU the step is bracketed by
 ``torch.cuda.synchronize()`` and ``--precision`` (default fp32) sets every cell's float32 arithmetic.
 """
 

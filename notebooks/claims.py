@@ -27,18 +27,16 @@ tables = ["results/tables/claims.csv"]
 figures = ["results/figures/claims.png"]
 
 # %%
-import matplotlib
-
-matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 import pandas as pd
 
 from rnnrepro.analysis.claims import HELD, INCONCLUSIVE, NOT_HELD, NOT_TESTED, scorecard
+from rnnrepro.analysis.notebook import save, save_figure
 from rnnrepro.configuration import load_study
 
 studies = {name: load_study(name) for name in run_config["studies"]}
 card = scorecard(studies, run_config, table_files, unrendered)
-card.to_csv(tables[0], index=False)
+save(card, tables[0])
 pd.set_option("display.max_colwidth", 80)
 card[["study", "claim", "paper", "ours", "verdict", "reason", "difference", "spread", "scale", "paper_check"]]
 
@@ -67,5 +65,4 @@ ax.set_xlabel("claims (one per dataset / combination)")
 ax.set_ylabel("")
 ax.set_title(f"Claims scorecard, budget {run_config['budget']}")
 ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.25), ncol=3)
-fig.savefig(figures[0], dpi=120, bbox_inches="tight")
-plt.show()
+save_figure(fig, figures[0])

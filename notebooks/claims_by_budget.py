@@ -22,13 +22,11 @@ tables = ["results/claims_by_budget.csv"]
 figures = ["results/claims_by_budget.png"]
 
 # %%
-import matplotlib
-
-matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 import pandas as pd
 
 from rnnrepro.analysis.claims import HELD, INCONCLUSIVE, NOT_HELD, NOT_TESTED
+from rnnrepro.analysis.notebook import save, save_figure
 
 ORDER = ["cpu", "reduced", "paper"]
 budgets = sorted(scorecards, key=lambda b: (ORDER.index(b) if b in ORDER else len(ORDER), b))
@@ -37,7 +35,7 @@ wide = cards.pivot_table(index=["study", "claim"], columns="budget", values="ver
 scale = cards[cards["verdict"] != NOT_TESTED].pivot_table(index=["study", "claim"], columns="budget",
                                                            values="scale", aggfunc="first", sort=False)
 table = wide.reindex(columns=budgets).join(scale.reindex(columns=budgets).add_suffix("_scale"))
-table.reset_index().to_csv(tables[0], index=False)
+save(table.reset_index(), tables[0])
 decided = table[wide.reindex(columns=budgets).ne(NOT_TESTED).any(axis=1)]
 decided
 
@@ -61,5 +59,4 @@ ax.xaxis.tick_top()
 ax.set_title("Verdicts by budget (claims with a verdict at some budget)", fontsize=9)
 for side in ("top", "right", "bottom", "left"):
     ax.spines[side].set_visible(False)
-fig.savefig(figures[0], dpi=140, bbox_inches="tight")
-plt.show()
+save_figure(fig, figures[0], dpi=140)

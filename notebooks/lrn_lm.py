@@ -29,14 +29,11 @@ tables = ["results/tables/lrn_lm.csv"]
 figures = ["results/figures/lrn_lm.png"]
 
 # %%
-import matplotlib
-
-matplotlib.use("Agg")
 import matplotlib.pyplot as plt
-import pandas as pd
 import seaborn as sns
 
 from rnnrepro.analysis.lrn import lm_table
+from rnnrepro.analysis.notebook import save, save_figure
 from rnnrepro.configuration import load_study
 from rnnrepro.evaluation.results import read_evaluations
 
@@ -44,10 +41,9 @@ study_config = load_study(study)
 evaluations = study_config["artifacts"][artifact].get("evaluations", [])
 dynamic = read_evaluations(metrics_files, "dynamic_eval") if "dynamic_eval" in evaluations else None
 table = lm_table(metrics_files, dynamic, study_config, artifact)
-assert table["test_ppl"].notna().all(), "a stage has no test perplexity"
 # (a budget may score dynamic evaluation on the test split only; every other stage has validation)
 assert table.loc[table["stage"] != "dynamic", "val_ppl"].notna().all(), "a cell has no validation perplexity"
-table.to_csv(tables[0], index=False)
+save(table, tables[0], complete=["test_ppl"])
 table[["dataset", "model", "stage", "weight_drop", "params", "val_ppl", "test_ppl", "paper_test_ppl"]]
 
 # %% [markdown]
@@ -69,5 +65,4 @@ for ax, dataset in zip(axes[0], datasets):
     ax.set_ylabel("test perplexity")
 axes[0][-1].legend(fontsize=8, bbox_to_anchor=(1.02, 1), loc="upper left")
 fig.suptitle("LRN Table 6: reproduced (o) vs paper (x)")
-fig.savefig(figures[0], dpi=120, bbox_inches="tight")
-plt.show()
+save_figure(fig, figures[0])

@@ -25,10 +25,11 @@ figures = []
 
 # %%
 from rnnrepro.analysis.lrn import params_table
+from rnnrepro.analysis.notebook import save
 from rnnrepro.configuration import REPO_ROOT, load_run_config, load_study, load_yaml
 
 study_config = load_study(study)
 run_config = load_run_config(load_yaml(REPO_ROOT / "config" / "config.yaml"))
 table = params_table(study_config, run_config, artifact)
-table.to_csv(tables[0], index=False)
+save(table, tables[0])
 table

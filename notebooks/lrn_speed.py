@@ -31,21 +31,16 @@ figures = ["results/figures/lrn_speed.png"]
 import json
 from pathlib import Path
 
-import matplotlib
-
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt
-import pandas as pd
-
 from rnnrepro.analysis.lrn import speed_table
+from rnnrepro.analysis.notebook import save, save_figure
 from rnnrepro.configuration import load_study
 
 study_config = load_study(study)
-# the study's speed benchmark, in the same results tree as this table (results/<budget>/speed/)
-speed = json.loads((Path(tables[0]).parent.parent / "speed" / f"{study}.json").read_text())
+# the speed rule writes <results>/speed/<study>.json beside <results>/tables/ (per budget: grid.results_dir)
+speed = json.loads((Path(tables[0]).parents[1] / "speed" / f"{study}.json").read_text())
 table = speed_table(speed, study_config, artifact)
 table["budget_shapes"] = f"batch {speed['batch_size']}, bptt {speed['bptt']}, vocab {speed['vocab_size']}"
-table.to_csv(tables[0], index=False)
+save(table, tables[0])
 table
 
 # %%
@@ -57,5 +52,4 @@ ax.set_ylabel("time / LSTM time")
 ax.set_title(f"Training time relative to the LSTM (ours: {speed['device_name']}; paper: TF models, its GPU)")
 ax.set_yscale("log")  # ratios: 2x slower and 2x faster are the same distance from 1
 ax.legend(fontsize=8, ncol=2)
-ax.figure.savefig(figures[0], dpi=120, bbox_inches="tight")
-plt.show()
+save_figure(ax.figure, figures[0])

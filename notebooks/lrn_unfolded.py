@@ -41,15 +41,13 @@ min_length = 6         # tokens per line (without <eos>)
 max_length = 14
 
 # %%
-import matplotlib
-
-matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 import torch
 
 from rnnrepro.analysis.lrn import load_trained, pick_sentences, sentence_weights
+from rnnrepro.analysis.notebook import save, save_figure
 
 rows, panels = [], []
 for metrics_file in metrics_files:
@@ -66,7 +64,7 @@ for metrics_file in metrics_files:
                              "token": corpus.vocab[token], "weight_to_last": weight})
     panels.append((cfg["model"], result["activation"]))
 table = pd.DataFrame(rows)
-table.to_csv(tables[0], index=False)
+save(table, tables[0])
 table.head()
 
 # %%
@@ -84,5 +82,4 @@ for ax, (model_id, activation) in zip(axes[:, 0], panels):
     ax.set_xlabel("token position k")
     fig.colorbar(image, ax=ax)
 fig.tight_layout()
-fig.savefig(figures[0], dpi=120, bbox_inches="tight")
-plt.show()
+save_figure(fig, figures[0])

@@ -27,21 +27,15 @@ tables = ["results/tables/lru_accuracy.csv"]
 figures = ["results/figures/lru_curves.png", "results/figures/lru_variant_curves.png"]
 
 # %%
-import matplotlib
-
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt
 import seaborn as sns
 from matplotlib.ticker import MaxNLocator
 
 from rnnrepro.analysis import lru
-from rnnrepro.analysis.results import read_cells
-from rnnrepro.configuration import load_study
+from rnnrepro.analysis.notebook import save, save_figure, setup
 
-study_config = load_study(study)
-table = lru.accuracy_table(read_cells(metrics_files), study_config)
-assert table["test_loss"].notna().all(), "a cell has no test loss"
-table.to_csv(tables[0], index=False)
+study_config, cells = setup(study, metrics_files)
+table = lru.accuracy_table(cells, study_config)
+save(table, tables[0], complete=["test_loss"])
 table[["dataset", "unit", "hidden_size", "params", "seeds", "test_loss", "test_loss_std", "test_bpc",
        "paper_test_loss", "paper_test_bpc"]]
 
@@ -81,8 +75,7 @@ def plot_curves(units: list[str], path: str, title: str) -> None:
             if paper.paper_test_loss == paper.paper_test_loss:  # not NaN
                 ax.axhline(paper.paper_test_loss, color=colours[paper.cell], linestyle="--", linewidth=0.8)
     grid.figure.suptitle(title + " -- dashed: the paper's test loss (real data only)", y=1.02)
-    grid.figure.savefig(path, dpi=120, bbox_inches="tight")
-    plt.show()
+    save_figure(grid.figure, path)
 
 
 # a cell of your own (docs/custom_cells.md) joins the model comparison

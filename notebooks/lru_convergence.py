@@ -26,20 +26,18 @@ tables = ["results/tables/lru_convergence.csv"]
 figures = ["results/figures/lru_convergence.png"]
 
 # %%
-import matplotlib
-
-matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 import seaborn as sns
 
 from rnnrepro.analysis import lru
+from rnnrepro.analysis.notebook import save, save_figure
 from rnnrepro.configuration import load_study
 
 study_config = load_study(study)
 runs = lru.convergence_runs(lru.read_histories(metrics_files))
 table = lru.convergence_table(runs, study_config)
 assert (table["runs"] >= 1).all()
-table.to_csv(tables[0], index=False)
+save(table, tables[0])
 table[["dataset", "unit", "runs", "median_epochs", "q1_epochs", "q3_epochs", "min_epochs", "max_epochs",
        "paper_median_epochs", "paper_q1_epochs", "paper_q3_epochs"]]
 
@@ -65,5 +63,4 @@ ax.set_xlabel("")
 ax.set_ylabel("epochs to the best validation loss")
 ax.set_title(f"Convergence rate ({runs['seed'].nunique()} seeds x {runs['dataset'].nunique()} datasets per unit)")
 ax.legend(fontsize=8, loc="upper right")
-fig.savefig(figures[0], dpi=120, bbox_inches="tight")
-plt.show()
+save_figure(fig, figures[0])

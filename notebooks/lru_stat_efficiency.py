@@ -29,19 +29,14 @@ tables = ["results/tables/lru_stat_efficiency.csv"]
 figures = ["results/figures/lru_stat_efficiency.png", "results/figures/lru_variant_stat_efficiency.png"]
 
 # %%
-import matplotlib
-
-matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 
 from rnnrepro.analysis import lru
-from rnnrepro.analysis.results import read_cells
-from rnnrepro.configuration import load_study
+from rnnrepro.analysis.notebook import save, save_figure, setup
 
-study_config = load_study(study)
-table = lru.stat_efficiency_table(read_cells(metrics_files), study_config)
-assert table["test_loss"].notna().all(), "a cell has no test loss"
-table.to_csv(tables[0], index=False)
+study_config, cells = setup(study, metrics_files)
+table = lru.stat_efficiency_table(cells, study_config)
+save(table, tables[0], complete=["test_loss"])
 table[["dataset", "unit", "fraction", "train_tokens", "seeds", "test_loss", "test_bpc", "paper_test_loss"]]
 
 # %%
@@ -65,8 +60,7 @@ def plot_efficiency(units: list[str], path: str, title: str) -> None:
         ax.set_xticks([20, 40, 60, 80, 100])
     axes[0][0].legend(fontsize=8, title="ours — / paper - -", title_fontsize=8)
     fig.suptitle(title, y=1.02)
-    fig.savefig(path, dpi=120, bbox_inches="tight")
-    plt.show()
+    save_figure(fig, path)
 
 
 # a cell of your own (docs/custom_cells.md) joins the model comparison

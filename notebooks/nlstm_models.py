@@ -26,11 +26,12 @@ figures = []
 
 # %%
 from rnnrepro.analysis.autocomplete import models_table
+from rnnrepro.analysis.notebook import save
 from rnnrepro.configuration import REPO_ROOT, load_run_config, load_study, load_yaml
 
 study_config = load_study(study)
 run_config = load_run_config(load_yaml(REPO_ROOT / "config" / "config.yaml"))
 table = models_table(study_config, run_config, artifact)
-table.to_csv(tables[0], index=False)
+save(table, tables[0])
 assert table["equal_to_paper"].all(), "a parameter count differs from the published one"
 table

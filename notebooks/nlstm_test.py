@@ -28,24 +28,18 @@ figures = ["results/figures/nlstm_convergence.png", "results/figures/nlstm_examp
 # %%
 from pathlib import Path
 
-import matplotlib
-
-matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 import seaborn as sns
 
 from rnnrepro import grid
 from rnnrepro.analysis.autocomplete import early_validation_loss, example_predictions, test_table, validation_curves
-from rnnrepro.analysis.results import read_cells
-from rnnrepro.configuration import load_study
+from rnnrepro.analysis.notebook import save, save_figure, setup
 
-study_config = load_study(study)
-cells = read_cells(metrics_files)
+study_config, cells = setup(study, metrics_files)
 curves = validation_curves(metrics_files)
 # early_val_loss: the validation loss an eighth of the way into training (the scorecard's "at first")
 table = test_table(cells, study_config, artifact).merge(early_validation_loss(curves), on=["model", "seed"])
-assert table[["test_cross_entropy", "test_accuracy_pct"]].notna().all().all(), "a cell has no test result"
-table.to_csv(tables[0], index=False)
+save(table, tables[0], complete=["test_cross_entropy", "test_accuracy_pct"])
 table
 
 # %% [markdown]
@@ -58,8 +52,7 @@ fig, ax = plt.subplots(figsize=(7, 4))
 sns.lineplot(data=curves, x="iteration", y="val_loss", hue="model", units="seed", estimator=None, ax=ax)
 ax.set(xlabel="training iterations (batches of 64)", ylabel="validation cross entropy",
        title=f"Autocomplete convergence ({label})")
-fig.savefig(figures[0], dpi=120, bbox_inches="tight")
-plt.show()
+save_figure(fig, figures[0])
 
 # %% [markdown]
 # The first test observations with each model's top prediction under every character (first seed;
@@ -90,5 +83,4 @@ for example, ax in enumerate(axes):
     for side in ("top", "right", "bottom"):
         ax.spines[side].set_visible(False)
 fig.suptitle(f"Top prediction under each character ({label})")
-fig.savefig(figures[1], dpi=120, bbox_inches="tight")
-plt.show()
+save_figure(fig, figures[1])

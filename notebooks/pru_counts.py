@@ -33,12 +33,13 @@ figures = []
 
 # %%
 from rnnrepro.analysis import pru
+from rnnrepro.analysis.notebook import save
 from rnnrepro.configuration import REPO_ROOT, load_run_config, load_study, load_yaml
 
 study_config = load_study(study)
 run_config = load_run_config(load_yaml(REPO_ROOT / "config" / "config.yaml"))
 table = pru.ablation_counts(study_config, run_config, artifact)
-table.to_csv(tables[0], index=False)
+save(table, tables[0])
 
 # %% [markdown]
 # Table 3, PTB: recurrent-unit and total parameters (millions) with each pyramid, against the paper's.

@@ -28,19 +28,14 @@ tables = ["results/tables/pru_dropout.csv"]
 figures = ["results/figures/pru_dropout.png"]
 
 # %%
-import matplotlib
-
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt
 import seaborn as sns
 
-from rnnrepro.analysis.results import pru_dropout_table, read_cells
-from rnnrepro.configuration import load_study
+from rnnrepro.analysis.notebook import save, save_figure, setup
+from rnnrepro.analysis.results import pru_dropout_table
 
-study_config = load_study(study)
-table = pru_dropout_table(read_cells(metrics_files), study_config)
-assert table["test_ppl"].notna().all(), "a cell has no test perplexity"
-table.to_csv(tables[0], index=False)
+study_config, cells = setup(study, metrics_files)
+table = pru_dropout_table(cells, study_config)
+save(table, tables[0], complete=["test_ppl"])
 table
 
 # %% [markdown]
@@ -55,5 +50,4 @@ for dataset, ax in grid.axes_dict.items():
 grid.set_axis_labels("", "test perplexity")
 grid.set_xticklabels(rotation=30, ha="right")
 grid.figure.suptitle(f"Standard dropout 0.4 vs 0.5 (budget {table['budget'].iloc[0]}); black: the paper", y=1.03)
-grid.figure.savefig(figures[0], dpi=120, bbox_inches="tight")
-plt.show()
+save_figure(grid.figure, figures[0])

@@ -29,13 +29,10 @@ tables = ["results/tables/pru_dynamic_eval.csv"]
 figures = ["results/figures/pru_dynamic_eval.png"]
 
 # %%
-import matplotlib
-
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt
 import pandas as pd
 import seaborn as sns
 
+from rnnrepro.analysis.notebook import save, save_figure
 from rnnrepro.configuration import load_study
 from rnnrepro.evaluation.results import dynamic_eval_table, read_evaluations
 
@@ -43,8 +40,7 @@ study_config = load_study(study)
 (evaluation,) = study_config["artifacts"][artifact]["evaluations"]
 evals = read_evaluations(metrics_files, evaluation)
 table = dynamic_eval_table(evals, study_config, artifact)
-assert table["test_ppl"].notna().all(), "a cell has no test perplexity"
-table.to_csv(tables[0], index=False)
+save(table, tables[0], complete=["test_ppl"])
 table
 
 # %% [markdown]
@@ -65,5 +61,4 @@ plot = sns.catplot(data=long, kind="bar", x="model", y="ppl", hue="evaluation", 
                    sharey=False, height=3.5, aspect=1.2)
 plot.set_axis_labels("", "test perplexity")
 plot.figure.suptitle(f"PRU paper §4.2: static vs dynamic evaluation, {table['corpus'].iloc[0]} test", y=1.03)
-plot.figure.savefig(figures[0], dpi=120, bbox_inches="tight")
-plt.show()
+save_figure(plot.figure, figures[0])

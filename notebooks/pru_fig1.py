@@ -27,17 +27,14 @@ tables = ["results/tables/pru_fig1.csv"]
 figures = ["results/figures/pru_fig1.png"]
 
 # %%
-import matplotlib
-
-matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 
 from rnnrepro.analysis import pru
+from rnnrepro.analysis.notebook import save, save_figure
 
 histories = pru.read_histories(metrics_files)
 summary = pru.fig1_summary(histories)
-assert summary["best_val_ppl"].notna().all(), "a run has no validation perplexity"
-summary.to_csv(tables[0], index=False)
+save(summary, tables[0], complete=["best_val_ppl"])
 summary
 
 # %%
@@ -51,5 +48,4 @@ for ax, cell in zip(axes, cells):
     ax.set(xlabel="epoch", ylabel="perplexity", yscale="log", title=f"{cell.upper()} ({', '.join(runs['corpus'].unique())})")
     ax.legend(fontsize=8)
 fig.suptitle("PRU Figure 1: training (solid) and validation (dashed) perplexity", y=1.02)
-fig.savefig(figures[0], dpi=120, bbox_inches="tight")
-plt.show()
+save_figure(fig, figures[0])

@@ -29,12 +29,10 @@ tables = ["results/tables/pru_fig3.csv"]
 figures = ["results/figures/pru_fig3.png"]
 
 # %%
-import matplotlib
-
-matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 import numpy as np
 
+from rnnrepro.analysis.notebook import save, save_figure
 from rnnrepro.configuration import load_study
 from rnnrepro.evaluation.results import entropy_table, read_evaluations
 
@@ -43,8 +41,7 @@ study_config = load_study(study)
 (evaluation,) = study_config["artifacts"][artifact]["evaluations"]
 evals = read_evaluations(metrics_files, evaluation)
 table = entropy_table(evals, study_config, artifact)
-assert table["mean_entropy"].notna().all(), "a cell has no entropy"
-table.to_csv(tables[0], index=False)
+save(table, tables[0], complete=["mean_entropy"])
 table
 
 # %%
@@ -64,5 +61,4 @@ ax.set_ylabel("contexts")
 ax.set_title(f"PRU Figure 3: next-token entropies, {table['corpus'].iloc[0]} {table['split'].iloc[0]} "
              f"({table['budget'].iloc[0]} budget)")
 ax.legend(fontsize=8)
-fig.savefig(figures[0], dpi=120, bbox_inches="tight")
-plt.show()
+save_figure(fig, figures[0])

@@ -35,21 +35,17 @@ figures = ["results/figures/pru_fig4.png"]
 import json
 from pathlib import Path
 
-import matplotlib
-
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt
 import seaborn as sns
 
 from rnnrepro.analysis import pru
+from rnnrepro.analysis.notebook import save, save_figure
 from rnnrepro.data.preprocess import read_text, split_lines
 
 train_files = {json.loads((Path(p).parent / "config.json").read_text())["data"]["train_file"] for p in metrics_files}
 assert len(train_files) == 1, f"the cells were trained on different corpora: {train_files}"
 categories = pru.word_categories(split_lines(read_text(Path(train_files.pop()))))
 table = pru.fig4_table(metrics_files, categories)
-assert table["variance"].notna().all(), "a category has no variance"
-table.to_csv(tables[0], index=False)
+save(table, tables[0], complete=["variance"])
 table
 
 # %%
@@ -61,5 +57,4 @@ grid.ax.set_xticks(range(len(order)),
                    [f"{c}\n({int(table.loc[table['category'] == c, 'words'].max())})" for c in order])
 grid.figure.suptitle(f"PRU Figure 4: embedding variance by part of speech (corpus {table['corpus'].iloc[0]}, "
                      f"{table['budget'].iloc[0]} budget)", y=1.03)
-grid.figure.savefig(figures[0], dpi=120, bbox_inches="tight")
-plt.show()
+save_figure(grid.figure, figures[0])

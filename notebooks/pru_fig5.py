@@ -34,19 +34,14 @@ tables = ["results/tables/pru_fig5.csv"]
 figures = ["results/figures/pru_fig5.png"]
 
 # %%
-import matplotlib
-
-matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 
 from rnnrepro.analysis import pru
-from rnnrepro.analysis.results import read_cells
-from rnnrepro.configuration import load_study
+from rnnrepro.analysis.notebook import save, save_figure, setup
 
-study_config = load_study(study)
-table = pru.fig5_table(read_cells(metrics_files), study_config)
-assert table["val_ppl"].notna().all(), "a cell has no perplexity"
-table.to_csv(tables[0], index=False)
+study_config, cells = setup(study, metrics_files)
+table = pru.fig5_table(cells, study_config)
+save(table, tables[0], complete=["val_ppl"])
 table[["dataset", "model", "g", "K", "pyramid_groups", "params_recurrent", "ru_saving_pct", "paper_ru_saving_pct",
        "val_ppl"]]
 
@@ -81,5 +76,4 @@ for ax, dataset in zip(axes[0], datasets):
            title=f"{dataset} (corpus {rows['corpus'].iloc[0]}, {rows['budget'].iloc[0]} budget)")
     ax.legend()
 fig.suptitle("PRU Figure 5: perplexity vs recurrent-unit parameters", y=1.02)
-fig.savefig(figures[0], dpi=120, bbox_inches="tight")
-plt.show()
+save_figure(fig, figures[0])

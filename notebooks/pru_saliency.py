@@ -30,19 +30,16 @@ tables = ["results/tables/pru_saliency.csv"]
 figures = ["results/figures/pru_saliency.png"]
 
 # %%
-import matplotlib
-
-matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 
+from rnnrepro.analysis.notebook import save, save_figure
 from rnnrepro.configuration import load_study
 from rnnrepro.evaluation.results import read_evaluations, saliency_table
 
 study_config = load_study(study)
 (evaluation,) = study_config["artifacts"][artifact]["evaluations"]
 table = saliency_table(read_evaluations(metrics_files, evaluation), study_config, artifact)
-assert table["saliency"].notna().all(), "a word has no saliency"
-table.to_csv(tables[0], index=False)
+save(table, tables[0], complete=["saliency"])
 table.groupby(["sequence", "model"], sort=False)[["target", "target_probability", "top5"]].first()
 
 # %%
@@ -63,5 +60,4 @@ for ax, number in zip(axes[:, 0], sequences):
 fig.suptitle(f"PRU Table 2: saliency share of each input word ({table['budget'].iloc[0]} budget, "
              f"{table['corpus'].iloc[0]})", y=1.0)
 fig.tight_layout()
-fig.savefig(figures[0], dpi=120, bbox_inches="tight")
-plt.show()
+save_figure(fig, figures[0])

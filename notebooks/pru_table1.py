@@ -26,21 +26,15 @@ tables = ["results/tables/pru_table1.csv"]
 figures = ["results/figures/pru_table1.png"]
 
 # %%
-import matplotlib
-
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt
 import pandas as pd
 import seaborn as sns
 
-from rnnrepro.analysis.results import pru_table1, read_cells
-from rnnrepro.configuration import load_study
+from rnnrepro.analysis.notebook import save, save_figure, setup
+from rnnrepro.analysis.results import pru_table1
 
-study_config = load_study(study)
-cells = read_cells(metrics_files)
+study_config, cells = setup(study, metrics_files)
 table = pru_table1(cells, study_config)
-assert table[["val_ppl", "test_ppl"]].notna().all().all(), "a cell has no perplexity"
-table.to_csv(tables[0], index=False)
+save(table, tables[0], complete=["val_ppl", "test_ppl"])
 table
 
 # %% [markdown]
@@ -56,5 +50,4 @@ grid = sns.catplot(data=long, kind="point", x="model", y="ppl", hue="source", co
 grid.set_axis_labels("", "test perplexity")
 grid.set_xticklabels(rotation=45, ha="right")
 grid.figure.suptitle("PRU Table 1: reproduced vs paper", y=1.02)
-grid.figure.savefig(figures[0], dpi=120, bbox_inches="tight")
-plt.show()
+save_figure(grid.figure, figures[0])

@@ -34,21 +34,16 @@ tables = ["results/tables/pru_table3.csv"]
 figures = ["results/figures/pru_table3.png"]
 
 # %%
-import matplotlib
-
-matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 import pandas as pd
 import seaborn as sns
 
 from rnnrepro.analysis import pru
-from rnnrepro.analysis.results import read_cells
-from rnnrepro.configuration import load_study
+from rnnrepro.analysis.notebook import save, save_figure, setup
 
-study_config = load_study(study)
-table = pru.table3(read_cells(metrics_files), study_config)
-assert table["val_ppl"].notna().all(), "a cell has no perplexity"
-table.to_csv(tables[0], index=False)
+study_config, cells = setup(study, metrics_files)
+table = pru.table3(cells, study_config)
+save(table, tables[0], complete=["val_ppl"])
 table[["dataset", "row", "context", "input", "residual", "pyramid_groups", "params_m", "paper_params_m",
        "ru_params_m", "paper_ru_params_m", "paper_params_fit", "val_ppl", "paper_val_ppl"]]
 
@@ -81,5 +76,4 @@ axes[-1].set_xticks(list(x), params.index + " " + params["context"] + "/" + para
 axes[-1].set(ylabel="recurrent-unit parameters (M)", title="RU parameters (hatched: the paper's count does not fit)")
 axes[-1].legend()
 fig.suptitle("PRU Table 3: transformations of context and input", y=1.02)
-fig.savefig(figures[0], dpi=120, bbox_inches="tight")
-plt.show()
+save_figure(fig, figures[0])

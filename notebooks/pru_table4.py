@@ -27,21 +27,15 @@ tables = ["results/tables/pru_table4.csv"]
 figures = ["results/figures/pru_table4.png"]
 
 # %%
-import matplotlib
-
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt
 import pandas as pd
 import seaborn as sns
 
 from rnnrepro.analysis import pru
-from rnnrepro.analysis.results import read_cells
-from rnnrepro.configuration import load_study
+from rnnrepro.analysis.notebook import save, save_figure, setup
 
-study_config = load_study(study)
-table = pru.table4(read_cells(metrics_files), study_config)
-assert table["val_ppl"].notna().all(), "a cell has no perplexity"
-table.to_csv(tables[0], index=False)
+study_config, cells = setup(study, metrics_files)
+table = pru.table4(cells, study_config)
+save(table, tables[0], complete=["val_ppl"])
 table[["dataset", "method", "params", "val_ppl", "paper_val_ppl"]]
 
 # %%
@@ -54,5 +48,4 @@ grid = sns.catplot(data=long, kind="point", x="method", y="ppl", hue="source", c
                    order=[m for m in pru.SUBSAMPLE_LABELS.values() if m in set(table["method"])])
 grid.set_axis_labels("sub-sampling", "validation perplexity")
 grid.figure.suptitle("PRU Table 4: sub-sampling in the pyramidal transformation (g = 1, K = 4)", y=1.03)
-grid.figure.savefig(figures[0], dpi=120, bbox_inches="tight")
-plt.show()
+save_figure(grid.figure, figures[0])

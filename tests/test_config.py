@@ -6,6 +6,7 @@ import re
 import subprocess
 import sys
 
+import jsonschema
 import pytest
 import yaml
 from conftest import copy_project, snakemake
@@ -53,6 +54,34 @@ def test_study_recipe_key_misspelled(tmp_path, pru):
     (tmp_path / "config" / "studies").mkdir(parents=True)
     (tmp_path / "config" / "studies" / "pru.yaml").write_text(yaml.safe_dump(broken))
     with pytest.raises(ConfigError, match=r"unknown key 'dropuot_input' under recipes.standard"):
+        load_study("pru", root=tmp_path)
+
+
+def test_study_schema_file_is_the_whole_schema(tmp_path, pru):
+    """The schema as any YAML reader sees it (an editor, snakemake.utils.validate) accepts every study
+    file: a recipe and a change to one share their fields by a YAML anchor, nothing is added in Python."""
+    schema = yaml.safe_load((REPO_ROOT / "workflow" / "schemas" / "study.schema.yaml").read_text())
+    jsonschema.Draft202012Validator.check_schema(schema)
+    for path in sorted((REPO_ROOT / "config" / "studies").glob("*.yaml")):
+        errors = list(jsonschema.Draft202012Validator(schema).iter_errors(yaml.safe_load(path.read_text())))
+        assert not errors, f"{path.name}: {errors[0].message}"
+    broken = copy.deepcopy(pru)
+    broken["budgets"]["smoke"]["recipe"] = {"dropuot_input": 0.5}
+    (tmp_path / "config" / "studies").mkdir(parents=True)
+    (tmp_path / "config" / "studies" / "pru.yaml").write_text(yaml.safe_dump(broken))
+    with pytest.raises(ConfigError, match=r"unknown key 'dropuot_input' under budgets.smoke.recipe; "
+                                          r"allowed keys: ar_alpha, batch_size, bptt, clip, dropout_embedding"):
+        load_study("pru", root=tmp_path)
+
+
+def test_artifact_with_paper_values_names_their_source(tmp_path, pru):
+    """The report's caption quotes an artifact's paper_source: an artifact with paper values needs one."""
+    broken = copy.deepcopy(pru)
+    del broken["artifacts"]["table4"]["paper_source"]
+    (tmp_path / "config" / "studies").mkdir(parents=True)
+    (tmp_path / "config" / "studies" / "pru.yaml").write_text(yaml.safe_dump(broken))
+    with pytest.raises(ConfigError, match=r"artifacts.table4: no paper_source; say where in the paper the values "
+                                          r"under paper.table4 come from"):
         load_study("pru", root=tmp_path)
 
 

@@ -215,7 +215,7 @@ def member_dataset(request, register):
 
 
 def member_mirror(root: Path, folder: str = "toy", members: dict[str, bytes] | None = None) -> Path:
-    """A mirror laid out as ../shared/data: each member gzipped under <folder>/<member name>.gz."""
+    """A mirror laid out by member files: each member gzipped under <folder>/<member name>.gz."""
     members = {m: t.encode() for m, t in TOY_MEMBERS.items()} if members is None else members
     (root / folder).mkdir(parents=True, exist_ok=True)
     for member, data in members.items():

@@ -22,7 +22,8 @@ from rnnrepro.models.regularisation import run_with_weight_drop, weight_drop_nam
 from rnnrepro.train.language_model import build_model
 
 CELLS = ["lstm", "gru", "atr", "sru", "lrn"]
-# Reference note lrn.md §3.3: exact totals of the authors' MoS language models.
+# Exact totals of the authors' MoS language models (github.com/bzhangGo/lrn, lm/code/rnn.py cells with the
+# lm/code/model.py head), counted by hand; the paper's Table 6 rounds them (22M, 17M, 9M, 13M, 11M).
 PAPER_TOTALS = {
     "ptb": {"lstm": 21_490_460, "gru": 17_474_720, "atr": 9_445_780, "sru": 12_585_140, "lrn": 10_791_920},
     "wt2": {"lstm": 34_897_728, "gru": 29_412_278, "atr": 18_444_328, "sru": 22_633_628, "lrn": 20_209_778},

@@ -14,6 +14,7 @@ from conftest import copy_project, snakemake
 
 from rnnrepro import grid, sizing
 from rnnrepro.analysis import lru
+from rnnrepro.analysis.results import in_order
 from rnnrepro.configuration import REPO_ROOT, ConfigError, load_study
 from rnnrepro.data import fraction, prepare
 from rnnrepro.data.corpus import load_corpus
@@ -204,6 +205,16 @@ def test_epochs_to_best_on_a_hand_written_history():
     assert table.loc["all", "paper_median_epochs"] == 8 and math.isnan(table.loc["text8", "paper_median_epochs"])
     with pytest.raises(ValueError, match="no epochs"):
         lru.epochs_to_best(history.iloc[:0])
+
+
+def test_table_rows_in_the_listed_orders_then_by_value():
+    """The LRU tables' order: the pooled row, then the artifact's datasets; the paper's units, a cell of
+    your own after them; then the fraction (the PRU tables use the same function with their models)."""
+    table = pd.DataFrame({"dataset": ["text8", "ptb_char", "all", "ptb_char", "ptb_char"],
+                          "cell": ["lstm", "my_cell", "lru", "lstm", "lstm"], "fraction": [100, 100, 100, 40, 20]})
+    ordered = in_order(table, {"dataset": ["all", "ptb_char", "text8"], "cell": ["lru", "lstm"]}, then=["fraction"])
+    assert ordered.values.tolist() == [["all", "lru", 100], ["ptb_char", "lstm", 20], ["ptb_char", "lstm", 40],
+                                       ["ptb_char", "my_cell", 100], ["text8", "lstm", 100]]
 
 
 @pytest.mark.parametrize("losses, stalled", [

@@ -47,15 +47,7 @@ def load_yaml(path: Path) -> Any:
 
 
 def _schema(name: str) -> dict:
-    schema = load_yaml(SCHEMA_DIR / f"{name}.schema.yaml")
-    defs = schema.get("$defs", {})
-    # A recipe needs every field; an override may name any subset of them. Each task has its own
-    # `<prefix>recipe_fields` (prefix "" for lm, "autocomplete_" for autocomplete).
-    for name in [name for name in defs if name.endswith("recipe_fields")]:
-        prefix = name.removesuffix("recipe_fields")
-        defs[f"{prefix}recipe"]["properties"] = defs[name]
-        defs[f"{prefix}recipe_override"]["properties"] = defs[name]
-    return schema
+    return load_yaml(SCHEMA_DIR / f"{name}.schema.yaml")
 
 
 def _key_path(error: jsonschema.ValidationError) -> str:
@@ -271,6 +263,9 @@ def _check_references(study: dict, source: str) -> None:
         if artifact not in study["artifacts"]:
             problems.append(f"paper.{artifact}: unknown artifact")
             continue
+        if "paper_source" not in study["artifacts"][artifact]:
+            problems.append(f"artifacts.{artifact}: no paper_source; say where in the paper the values under "
+                            f"paper.{artifact} come from (a table, a figure, a section)")
         for dataset, rows in datasets.items():
             for model in rows:
                 if model not in models:

@@ -10,8 +10,8 @@ crash, SIGKILL) — no stale locks.
 Each GPU has ``jobs_per_gpu`` slots (``--jobs-per-gpu``, or the environment variable
 ``RNNREPRO_JOBS_PER_GPU`` that profiles/default reads too; default 3): one training process is bound
 by its CPU core (Python and kernel launches), not by the GPU, so on an H100 three PRU Table 1 cells side
-by side ran at almost their solo speed (48k / 12k / 12k tokens/s for LSTM / PRU / AWD-PRU, issue 10,
-before the cells' GPU fast paths). Slots are filled spreading jobs over the GPUs first (every GPU's
+by side ran at almost their solo speed (48k / 12k / 12k tokens/s for LSTM / PRU / AWD-PRU, measured
+before the cells' GPU fast paths; docs/gpu.md). Slots are filled spreading jobs over the GPUs first (every GPU's
 first slot, then every GPU's second, ...), so a machine with fewer jobs than GPUs still gives each its
 own GPU. Set 1 for the old one-job-per-GPU behaviour, e.g. when a single model fills a GPU's memory.
 

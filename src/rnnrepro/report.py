@@ -9,8 +9,8 @@ text :func:`artifact_caption` builds from the files that define the artifact, ne
   and description) and the study's title;
 - the budget and the data it was made from: the run config and the artifact's cells under that budget
   (paper datasets, the corpora actually trained on, models, fractions, seeds);
-- where the paper's numbers come from: the study file's ``paper.<artifact>`` entry and the comment
-  above its ``paper:`` section, which names the source (a table, a figure read off, the authors' code).
+- where the paper's numbers come from: the study file's ``paper.<artifact>`` entry and the artifact's
+  ``paper_source``, which names the place (a table, a figure read off, the authors' code).
 
 No torch: the Snakefile calls this when it builds the rules.
 """
@@ -39,19 +39,6 @@ def notebook_header(notebook: Path) -> tuple[str, str]:
     title = next((line.removeprefix("# ") for line in lines if line.startswith("# ")), notebook.stem)
     body = [line for line in lines if not line.startswith("# ")]
     return title, "\n".join(body).strip()
-
-
-def paper_source(study_file: Path) -> str:
-    """The comment block right above the study file's top-level ``paper:`` key (where the values come from)."""
-    lines = study_file.read_text().splitlines()
-    if "paper:" not in lines:
-        return ""
-    comments = []
-    for line in reversed(lines[:lines.index("paper:")]):
-        if not line.startswith("#"):
-            break
-        comments.insert(0, line.removeprefix("#").strip())
-    return " ".join(comments)
 
 
 def as_rst(markdown: str) -> str:
@@ -95,13 +82,11 @@ def _added_cell_lines(study: dict, artifact: str) -> list[str]:
 def artifact_caption(study: dict, config: dict, artifact: str, root: Path) -> str:
     """The caption of an artifact's tables and figures (see the module docstring), as reStructuredText."""
     spec = study["artifacts"][artifact]
-    study_file = root / "config" / "studies" / f"{study['study']}.yaml"
     title, description = notebook_header(root / spec["notebook"])
     budget = config["budget"]
-    if study["paper"].get(artifact):
-        source = paper_source(study_file)
+    if study["paper"].get(artifact):  # then the study file names their source (rnnrepro.configuration)
         paper = (f"Paper values (the `paper_*` columns) come from `paper.{artifact}` in "
-                 f"`config/studies/{study['study']}.yaml`." + (f" Their source: {source}" if source else ""))
+                 f"`config/studies/{study['study']}.yaml`. Their source: {spec['paper_source']}.")
     else:
         paper = (f"Paper values: none listed under `paper.{artifact}` in `config/studies/{study['study']}.yaml`; "
                  f"the description above says what the paper reports for it.")

@@ -50,11 +50,9 @@ for _study in STUDIES:
 
 # The claims scorecard (docs/claims.md): every study's claims against every study's tables, so it is
 # the last job of `all`. Claims are checked when the workflow is parsed, before any job runs.
-try:
+with config_errors_stop_the_workflow():
     for _study in STUDIES:
         check_claims(STUDIES[_study])
-except ConfigError as error:
-    raise WorkflowError(str(error))
 
 
 rule claims:

@@ -2,6 +2,7 @@
 import json
 import os
 import sys
+from contextlib import contextmanager
 from pathlib import Path
 
 from snakemake.exceptions import WorkflowError
@@ -27,7 +28,19 @@ from rnnrepro.evaluation.plan import (
     evaluation_spec,
 )
 
-try:
+
+@contextmanager
+def config_errors_stop_the_workflow():
+    """A ConfigError raised inside (a study or the run config is wrong) stops the workflow as a
+    WorkflowError, which Snakemake prints as its message alone (the message names the key and the fix).
+    """
+    try:
+        yield
+    except ConfigError as error:
+        raise WorkflowError(str(error))
+
+
+with config_errors_stop_the_workflow():
     # a config file given with --configfile (cells of your own, docs/custom_cells.md) is named in errors
     CUSTOM_SOURCE = (
         " ".join(os.path.relpath(path) for path in workflow.overwrite_configfiles)
@@ -55,8 +68,6 @@ try:
             for name in config["studies"]
         }
     export_custom_cells(config["custom_cells"], CUSTOM_SOURCE)
-except ConfigError as error:
-    raise WorkflowError(str(error))
 
 # profiles/slurm on a machine without SLURM (docs/cluster.md): a dry run warns, since planning before
 # submitting on the cluster is fine; a real run stops here, before planning a job it cannot submit

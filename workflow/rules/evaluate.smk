@@ -1,11 +1,9 @@
 # Analyses of trained cells (rnnrepro.evaluation; docs/evaluation.md): evaluation <name> of a study
 # (its `evaluations:` entry) over one cell's model.pt, written to <run dir>/<name>.json. The artifacts
 # that list it depend on it (analysis.smk). No training: a changed evaluation setting reruns only this.
-try:
+with config_errors_stop_the_workflow():
     for _study in STUDIES.values():
         check_evaluations(_study)
-except ConfigError as error:
-    raise WorkflowError(str(error))
 
 
 rule evaluate_cell:

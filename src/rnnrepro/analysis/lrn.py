@@ -3,13 +3,13 @@
 - :func:`lm_table` joins each finetuned cell's metrics, its base cell's metrics (the checkpoint it was
   finetuned from, named in its ``config.json``) and its dynamic evaluation into one row per dataset and
   model: validation and test perplexity for Base, +Finetune, +Dynamic, the paper's test perplexities
-  beside them (reference note lrn.md §3.4).
+  beside them (Table 6 of the paper, also in the authors' lm/README.md, github.com/bzhangGo/lrn).
 - :func:`measure_speed` (``python -m rnnrepro.analysis.lrn speed``, run by the ``speed`` rule) times
   one training batch of each model's whole LM and one layer's forward + backward on the device it runs
   on; :func:`speed_table` puts them as ratios to the first model (the LSTM) beside the paper's
-  training-time ratios (note §4, SNLI and document classification).
+  training-time ratios (the paper's Tables 1 and 2: SNLI and document classification).
 - :func:`unfolded_weights`: with h_0 = 0 and g = identity an LRN layer's state is
-  h_t = Σ_{k≤t} w_{k→t} ⊙ v_k with w_{k→t} = i_k ⊙ Π_{l=k+1..t} f_l (paper §4; note §6), computed
+  h_t = Σ_{k≤t} w_{k→t} ⊙ v_k with w_{k→t} = i_k ⊙ Π_{l=k+1..t} f_l (paper §4), computed
   from the gates of one pass (:func:`lrn_gates`) through cumulative sums of log f. With g = tanh the
   same product is only the gates' share of the path (tanh rescales the state at every step), so the
   notebook reads it as a gate pattern, not as an exact decomposition.

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from .results import paper_values, read_cells, samples_text, summarise_seeds
+from .results import in_order, paper_values, read_cells, samples_text, summarise_seeds
 
 # cell id -> the paper's name, in the order of its convergence box plot
 UNIT_LABELS = {"lstm": "LSTM", "gru": "GRU", "grid_lstm": "Grid LSTM", "rhn": "RHN",
@@ -49,13 +49,9 @@ def read_histories(metrics_files: list[str]) -> pd.DataFrame:
     return pd.concat(frames, ignore_index=True)
 
 
-def _ordered(table: pd.DataFrame, spec: dict, extra: list[str] = ()) -> pd.DataFrame:
-    """Rows in the artifact's dataset order, then the paper's unit order (then ``extra`` columns)."""
-    datasets = {d: i for i, d in enumerate([ALL_DATASETS, *spec["datasets"]])}
-    units = {u: i for i, u in enumerate(UNIT_LABELS)}
-    keys = {"dataset": datasets, "cell": units}
-    return (table.sort_values(["dataset", "cell", *extra], key=lambda s: s.map(keys[s.name]) if s.name in keys else s)
-            .reset_index(drop=True))
+def _ordered(table: pd.DataFrame, spec: dict, then: list[str] = ()) -> pd.DataFrame:
+    """Rows in the artifact's dataset order (the pooled row first), then the paper's unit order."""
+    return in_order(table, {"dataset": [ALL_DATASETS, *spec["datasets"]], "cell": list(UNIT_LABELS)}, then)
 
 
 def added_units(frame: pd.DataFrame) -> list[str]:
@@ -121,4 +117,4 @@ def stat_efficiency_table(cells: pd.DataFrame, study: dict) -> pd.DataFrame:
     table = table.merge(paper, on=["dataset", "model", "fraction"], how="left")
     table["test_bpc"] = bits_per_char(table["test_loss"])
     table["paper_test_bpc"] = bits_per_char(table["paper_test_loss"])
-    return _ordered(_labelled(table), study["artifacts"]["stat_efficiency"], extra=["fraction"])
+    return _ordered(_labelled(table), study["artifacts"]["stat_efficiency"], then=["fraction"])

@@ -36,7 +36,7 @@ import pandas as pd
 
 from .. import grid
 from ..cells.counting import lstm_params
-from .results import paper_values, read_cells, summarise_seeds
+from .results import in_order, paper_values, read_cells, summarise_seeds
 
 # (context, input, residual) -> the paper's Table 3 row
 TABLE3_ROWS = {("lt", "lt", False): "R1", ("glt", "glt", False): "R2", ("glt", "pt", True): "R3",
@@ -82,18 +82,13 @@ def with_cell_options(cells: pd.DataFrame) -> pd.DataFrame:
                         ru_params_m=cells["params_recurrent"] / 1e6)
 
 
-def _ordered(table: pd.DataFrame, spec: dict) -> pd.DataFrame:
-    order = {"dataset": {d: i for i, d in enumerate(spec["datasets"])},
-             "model": {m: i for i, m in enumerate(spec["models"])}}
-    return table.sort_values(["dataset", "model"], key=lambda s: s.map(order[s.name])).reset_index(drop=True)
-
-
 def _summarised(cells: pd.DataFrame, keys: list[str], study: dict, artifact: str) -> pd.DataFrame:
     table = summarise_seeds(cells, keys, ["val_ppl", "test_ppl"])
     paper = paper_values(study, artifact)
     if not paper.empty:
         table = table.merge(paper, on=["dataset", "model"], how="left")
-    return _ordered(table, study["artifacts"][artifact])
+    spec = study["artifacts"][artifact]
+    return in_order(table, {"dataset": spec["datasets"], "model": spec["models"]})
 
 
 def table3(cells: pd.DataFrame, study: dict) -> pd.DataFrame:

@@ -38,6 +38,14 @@ def read_cells(metrics_files: list[str]) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def in_order(table: pd.DataFrame, orders: dict[str, list], then: list[str] = ()) -> pd.DataFrame:
+    """``table``'s rows sorted by each column of ``orders`` in the order its list gives (a value not
+    listed, such as a cell of your own, after the listed ones), then by the ``then`` columns' values."""
+    positions = {column: {value: i for i, value in enumerate(values)} for column, values in orders.items()}
+    return (table.sort_values([*orders, *then], key=lambda s: s.map(positions[s.name]) if s.name in positions else s)
+            .reset_index(drop=True))
+
+
 def paper_values(study: dict, artifact: str) -> pd.DataFrame:
     rows = [
         {"dataset": dataset, "model": model, **{f"paper_{k}": v for k, v in values.items()}}

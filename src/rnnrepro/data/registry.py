@@ -220,8 +220,8 @@ _REAL_DATASETS = (
         sha256=(
             Digest(
                 "0139dcd32c37853541e8710281c32d823bb8ea86a86578916305bad06e3da0ea",
-                "of the public copy in the project's data mirror, recorded in its MANIFEST.md (UTF-8 BOM, "
-                "bare CR line endings, 3,196,234 bytes); no digest of Karpathy's original (CRLF, about "
+                "of the copy the project's runs were made from (UTF-8 BOM, bare CR line endings, "
+                "3,196,234 bytes); no digest of Karpathy's original (CRLF, about "
                 "3.26 MB) is published, so that file is refused until its digest is added here",
             ),
         ),

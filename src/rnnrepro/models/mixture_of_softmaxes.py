@@ -8,7 +8,7 @@ Given the last recurrent layer's (dropped) output g_t (size L), K experts share 
 
 Parameters beside the embedding: V (decoder bias) + K·L (W_π) + K·E·L + K·E (W_h, b_h). With the LRN
 authors' PTB shapes (V 10,000, E 280, L 620, K 15) that is 10,000 + 9,300 + 2,608,200, plus the
-2,800,000 of the embedding; the LM's total is the reference note's §3.3.
+2,800,000 of the embedding; the LM's totals per cell are in tests/test_lrn.py (PAPER_TOTALS).
 
 Regularisation as the MoS code: locked dropout ``latent_dropout`` (dropoutl) on the latent contexts,
 one mask per sequence; the dropout on g_t itself is the LM's output dropout, applied before the head.

@@ -11,8 +11,9 @@
   "all_matrices" (every weight matrix of the layer, input projections included). The second is what
   the LRN authors' LM code meant to drop -- its WeightDrop names each cell's ``_W`` and ``_U``, which
   are all of a cell's matrices (LSTM/GRU: the joint [x; h] matrices; ATR: W and U; LRN, SRU: the
-  input projection) -- but as released it finds none of them and drops nothing (reference note
-  lrn.md §3.2); the ``lrn`` study's "as released" rows therefore use weight_drop 0.
+  input projection) -- but as released it finds none of them and drops nothing (lm/code/model.py of
+  github.com/bzhangGo/lrn wraps each layer module, while ``_W`` and ``_U`` belong to the layer's child
+  cell); the ``lrn`` study's "as released" rows therefore use weight_drop 0.
 """
 
 from __future__ import annotations

@@ -1,0 +1,64 @@
+"""What every artifact notebook does around its analysis: read its inputs, write its outputs.
+
+An artifact notebook (``notebooks/<study>_<artifact>.py``) is run by papermill with the parameters its
+rule passes (``study``, ``artifact``, ``metrics_files``, ``tables``, ``figures``; see
+:mod:`rnnrepro.analysis.run_notebook`). Around its own analysis it needs only::
+
+    from rnnrepro.analysis.notebook import save, save_figure, setup
+
+    study_config, cells = setup(study, metrics_files)
+    table = ...                                      # the analysis
+    save(table, tables[0], complete=["test_ppl"])
+    ...                                              # the figure
+    save_figure(fig, figures[0])
+
+A notebook that reads no cells' metrics (evaluation outputs, weights, a benchmark, or nothing trained)
+loads its study with :func:`rnnrepro.configuration.load_study` and reads its own inputs.
+
+Importing this module selects matplotlib's non-interactive Agg backend: the notebooks run headless
+(under Snakemake, on a cluster node, in ``records render``) and their figures are the PNG files they
+write, so the executed notebook keeps no copy of them.
+"""
+
+from __future__ import annotations
+
+import os
+
+import matplotlib
+import matplotlib.pyplot as plt
+import pandas as pd
+
+from ..configuration import load_study
+from .results import read_cells
+
+matplotlib.use("Agg")  # see the module docstring
+
+# the columns that name a row of an artifact table, where it has them (shown when a value is missing)
+ROW_NAMES = ["dataset", "model", "stage", "unit", "method", "fraction", "seed"]
+
+
+def setup(study: str, metrics_files: list[str]) -> tuple[dict, pd.DataFrame]:
+    """The study file (validated, with any cells of your own) and one row per training cell the
+    notebook is given (:func:`rnnrepro.analysis.results.read_cells`; none for an artifact that trains
+    nothing)."""
+    return load_study(study), read_cells(metrics_files)
+
+
+def save(table: pd.DataFrame, path: str, complete: list[str] = ()) -> None:
+    """Write an artifact table (CSV, no index). Every column in ``complete`` must have a value in every
+    row: a missing one means a cell or an evaluation gave no result, and nothing is written."""
+    for column in complete:
+        empty = table[table[column].isna()]
+        if not empty.empty:
+            first = empty.iloc[0]
+            names = ", ".join(f"{name} {first[name]}" for name in ROW_NAMES if name in table)
+            raise ValueError(f"{os.path.relpath(path)} not written: {len(empty)} of its {len(table)} rows have no "
+                             f"{column} (the first: {names}); look at the metrics.json (and evaluation files) "
+                             f"of that row's cells")
+    table.to_csv(path, index=False)
+
+
+def save_figure(figure: plt.Figure, path: str, dpi: int = 120) -> None:
+    """Write an artifact figure (PNG, trimmed to its content) and close it."""
+    figure.savefig(path, dpi=dpi, bbox_inches="tight")
+    plt.close(figure)
