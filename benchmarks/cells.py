@@ -33,7 +33,7 @@ from dataclasses import dataclass
 
 import torch
 
-from rnnrepro import precision
+from rnnrepro import console, precision
 from rnnrepro.cells import CELLS, build_layer, gpu
 from rnnrepro.cells.recurrence import StepProduct, weight_grad
 from rnnrepro.timing import seconds_per_call
@@ -161,8 +161,8 @@ def build_runs(cells: list[str], shape: Shape, floor: bool = False, device: str 
 
 
 def median_seconds(runs: dict, warmup: int, repeats: int, autocast) -> dict[tuple[str, int], float]:
-    return {key: seconds_per_call(lambda: forward_backward(layer, x, autocast), warmup, repeats)
-            for key, (layer, x) in runs.items()}
+    return {key: seconds_per_call(lambda: forward_backward(layer, x, autocast), warmup, repeats,
+                                  f"{key[0]}, input {key[1]}") for key, (layer, x) in runs.items()}
 
 
 def target_for(cell: str, shape_name: str, device: str) -> float | None:
@@ -201,6 +201,7 @@ def print_table(name: str, shape: Shape, rows: list[dict], device: str) -> None:
 
 def main() -> None:
     args = parse_args()
+    console.setup_logging()
     torch.set_num_threads(args.threads)
     precision.apply(args.precision)
     warmup, repeats = (1, 3) if args.quick else (2, 9)

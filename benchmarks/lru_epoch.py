@@ -24,7 +24,7 @@ import torch
 import yaml
 from torch.profiler import ProfilerActivity, profile
 
-from rnnrepro import grid
+from rnnrepro import console, grid
 from rnnrepro.configuration import REPO_ROOT, load_study
 from rnnrepro.timing import seconds_per_call
 from rnnrepro.train.language_model import build_model, make_optimizer, training_step
@@ -39,7 +39,8 @@ def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--size", default="24m", choices=["24m", "10m"], help="the models' parameter budget")
     parser.add_argument("--units", nargs="+", default=UNITS, choices=UNITS)
-    parser.add_argument("--batches", type=int, default=3, help="about this many timed batches per unit (after 1 warm-up)")
+    parser.add_argument("--batches", type=int, default=3,
+                        help="about this many timed batches per unit (after 1 warm-up)")
     parser.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
     parser.add_argument("--threads", type=int, default=torch.get_num_threads())
     parser.add_argument("--epochs", type=float, default=20, help="epochs per run, for the grid estimate")
@@ -99,13 +100,14 @@ def grid_batches(study: dict, run_config: dict, size: str) -> dict[str, float]:
 
 def main() -> None:
     args = parse_args()
+    console.setup_logging()
     torch.set_num_threads(args.threads)
     run_config = {**yaml.safe_load((REPO_ROOT / "config" / "config.yaml").read_text()), "budget": "paper"}
     study = load_study("lru")
     vocab = study["vocab_sizes"]["text8"]
     device = torch.device(args.device)
     units = [Unit(text8_config(study, run_config, f"{unit}_{args.size}"), vocab, device) for unit in args.units]
-    seconds = {unit.cfg["model"]: seconds_per_call(unit.step, warmup=1, repeats=args.batches) for unit in units}
+    seconds = {unit.cfg["model"]: seconds_per_call(unit.step, 1, args.batches, unit.cfg["model"]) for unit in units}
     name = torch.cuda.get_device_name() if device.type == "cuda" else f"cpu ({args.threads} threads)"
     print(f"text8, {args.size} models, batch 100 x 50, Adam; about {args.batches} timed batches; {name}; "
           f"torch {torch.__version__}")

@@ -25,7 +25,7 @@ import time
 import torch
 import yaml
 
-from rnnrepro import grid, precision
+from rnnrepro import console, grid, precision
 from rnnrepro.cells import gpu
 from rnnrepro.configuration import REPO_ROOT, load_study
 from rnnrepro.data.registry import DATASETS
@@ -40,7 +40,8 @@ def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--models", nargs="+", default=["lstm_m1000", "pru_g4_k2_m1400"])
     parser.add_argument("--dataset", default="ptb", choices=["ptb", "wt2"])
-    parser.add_argument("--batches", type=int, default=20, help="about this many timed batches per model (after 3 warm-up)")
+    parser.add_argument("--batches", type=int, default=20,
+                        help="about this many timed batches per model (after 3 warm-up)")
     parser.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
     parser.add_argument("--threads", type=int, default=torch.get_num_threads())
     parser.add_argument("--weight-drop", nargs="+", default=["off", "on"], choices=list(WEIGHT_DROPS))
@@ -70,7 +71,7 @@ def time_model(model_id: str, weight_drop: str, args, study: dict, run_config: d
     def step():
         _, state[0] = training_step(model, optimizer, recipe, tokens[:-1], tokens[1:], state[0], args.precision)
 
-    per_batch = seconds_per_call(step, warmup=3, repeats=args.batches)
+    per_batch = seconds_per_call(step, 3, args.batches, f"{model_id}, weight drop {recipe['weight_drop']}")
     tokens_per_s = batch * bptt / per_batch
     return {"model": model_id, "weight_drop": recipe["weight_drop"], "params": sum(p.numel() for p in model.parameters()),
             "s_per_batch": per_batch, "tokens_per_s": tokens_per_s, "epoch_s": train_tokens / tokens_per_s}
@@ -78,6 +79,7 @@ def time_model(model_id: str, weight_drop: str, args, study: dict, run_config: d
 
 def main() -> None:
     args = parse_args()
+    console.setup_logging()
     torch.set_num_threads(args.threads)
     precision.apply(args.precision)
     run_config = yaml.safe_load((REPO_ROOT / "config" / "config.yaml").read_text())

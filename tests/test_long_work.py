@@ -61,7 +61,8 @@ def test_a_training_epoch_and_its_final_evaluation_log_progress(tmp_path):
                          capture_output=True, text=True, timeout=600)
     assert out.returncode == 0, out.stderr
     lines = [line.removeprefix("[rnnrepro] ") for line in out.stderr.splitlines()]
-    assert progress_lines(lines, "epoch 1/1") and all(" rows) in " in line for line in progress_lines(lines, "epoch 1/1"))
+    epoch = progress_lines(lines, "epoch 1/1")
+    assert epoch and all(" rows) in " in line for line in epoch)
     assert progress_lines(lines, "epoch 1 validation") and progress_lines(lines, "final test")
     assert "\r" not in out.stderr  # log lines, not a redrawn bar
 

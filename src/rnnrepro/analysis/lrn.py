@@ -145,8 +145,8 @@ def measure_speed(settings: dict, device) -> dict:
                 f"{where}: {warmup} warm-up calls, then about {repeats} timed calls of each")
     bar = console.progress(2 * len(settings["models"]), "speed", "measurement")
 
-    def timed(step) -> float:
-        seconds = seconds_per_call(step, warmup, repeats)
+    def timed(step, what: str) -> float:
+        seconds = seconds_per_call(step, warmup, repeats, what)
         bar.update()
         return seconds
 
@@ -176,7 +176,8 @@ def measure_speed(settings: dict, device) -> dict:
             output.sum().backward()
 
         rows.append({"model": model_id, "cell": arch["cell"], "params": sum(p.numel() for p in model.parameters()),
-                     "lm_seconds_per_batch": timed(lm_step), "layer_seconds": timed(layer_step),
+                     "lm_seconds_per_batch": timed(lm_step, f"{model_id}: LM training batch"),
+                     "layer_seconds": timed(layer_step, f"{model_id}: one layer's forward + backward"),
                      "layer_shape": f"{bptt}x{batch}x{hidden}->{hidden}"})
         LOGGER.info(f"{model_id}: LM {rows[-1]['lm_seconds_per_batch'] * 1e3:.1f} ms/batch, "
                     f"layer {rows[-1]['layer_seconds'] * 1e3:.1f} ms")
