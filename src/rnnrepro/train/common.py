@@ -84,7 +84,7 @@ def keep_freed_memory() -> None:
         return
     libc = ctypes.CDLL(None)
     libc.mallopt(M_MMAP_MAX, 0)
-    libc.mallopt(M_TRIM_THRESHOLD, 2**31 - 1)
+    libc.mallopt(M_TRIM_THRESHOLD, -1)  # -1: never trim (mallopt(3))
 
 
 def start_run(run_dir: Path, cfg: dict) -> None:
