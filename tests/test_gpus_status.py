@@ -283,7 +283,7 @@ def make_cell(root: Path, model: str, *, metrics=None, progress=None, end=None, 
             state, why = end
             record.end(state, **why)
         else:
-            record.write()
+            record.write(phase="training")
         if age:
             written = json.loads((run_dir / "progress.json").read_text())
             written["updated_at"] = datetime.fromtimestamp(time.time() - age, timezone.utc).isoformat()

@@ -45,7 +45,7 @@ def every_update_logged(monkeypatch, caplog):
 def test_a_training_epoch_and_its_final_evaluation_log_progress(tmp_path):
     corpus = tmp_path / "processed"
     prepare("synth_ptb", fetch("synth_ptb", tmp_path / "raw"), corpus)
-    cell = grid.Cell("pru", "synth_ptb", "lstm_m1000", 100, 3)
+    cell = grid.Cell("pru", "synth_ptb", "lstm_m1000", 100, 3, "smoke")
     cfg = grid.resolve_cell(load_study("pru"), SMOKE, cell)
     cfg["data"] = {"dir": str(corpus), "train_file": str(corpus / "train.txt")}
     cfg["architecture"].update(hidden_size=16, embedding_size=8)
@@ -57,8 +57,8 @@ def test_a_training_epoch_and_its_final_evaluation_log_progress(tmp_path):
         console.LOG_INTERVAL = 0
         sys.exit(main(sys.argv[1:]))
     """)
-    out = subprocess.run([sys.executable, "-c", train, "--run-dir", str(tmp_path / "run"), "--config", json.dumps(cfg)],
-                         capture_output=True, text=True, timeout=600)
+    out = subprocess.run([sys.executable, "-c", train, "--run-dir", str(tmp_path / "run"), "--config", json.dumps(cfg),
+                          "--device", "cpu", "--threads", "1"], capture_output=True, text=True, timeout=600)
     assert out.returncode == 0, out.stderr
     lines = [line.removeprefix("[rnnrepro] ") for line in out.stderr.splitlines()]
     epoch = progress_lines(lines, "epoch 1/1")
@@ -77,9 +77,9 @@ def test_dynamic_evaluation_logs_progress(every_update_logged):
     tokens = torch.randint(0, 12, (300,), generator=torch.Generator().manual_seed(1))
     corpus = Corpus(vocab=[f"w{i}" for i in range(12)], tokenizer="word", train=tokens, valid=tokens[:60],
                     test=tokens[:40])
-    dynamic.run(model, corpus, {"segment_length": 5, "stats_batch_size": 2, "stats_max_segments": None,
-                                "lr": [0.01, 0.02], "decay": [0.01], "epsilon": 1e-3, "tune_tokens": 30,
-                                "splits": ["test"]})
+    dynamic.run(model, corpus, {"scaling": "current", "segment_length": 5, "tuned_segment_length": 5,
+                                "stats_batch_size": 2, "stats_max_segments": None, "lr": [0.01, 0.02],
+                                "decay": [0.01], "epsilon": 1e-3, "tune_tokens": 30, "splits": ["test"]})
     messages = every_update_logged.messages
     assert progress_lines(messages, "dynamic evaluation: gradient statistics")
     assert progress_lines(messages, "dynamic evaluation: tuning on validation, lr 0.02, decay 0.01")
@@ -90,10 +90,10 @@ def test_speed_job_says_what_it_times_and_how_far_it_is(tmp_path):
     """The speed rule's command (``python -m rnnrepro.analysis.lrn speed``), at tiny shapes."""
     study = load_study("lrn")
     models = ["lstm", "lrn"]
-    cells = {m: grid.resolve_cell(study, SMOKE, grid.Cell("lrn", grid.data_key(study, SMOKE, "ptb"), m, 100, 1))
+    cells = {m: grid.resolve_cell(study, SMOKE, grid.Cell("lrn", grid.data_key(study, SMOKE, "ptb"), m, 100, 1, "smoke"))
              for m in models}
     settings = {"dataset": "ptb", "models": models, "vocab_size": 30, "batch_size": 2, "bptt": 5, "warmup": 1,
-                "repeats": 2, "cells": cells, "device": "cpu", "threads": 1}
+                "repeats": 2, "cells": cells, "budget": "smoke"}
     speed = textwrap.dedent("""
         import runpy
         from rnnrepro import console
@@ -101,7 +101,8 @@ def test_speed_job_says_what_it_times_and_how_far_it_is(tmp_path):
         runpy.run_module("rnnrepro.analysis.lrn", run_name="__main__")
     """)
     out = subprocess.run([sys.executable, "-c", speed, "speed", "--settings", json.dumps(settings), "--output",
-                          str(tmp_path / "speed.json")], capture_output=True, text=True, timeout=600)
+                          str(tmp_path / "speed.json"), "--device", "cpu", "--threads", "1"],
+                         capture_output=True, text=True, timeout=600)
     assert out.returncode == 0, out.stderr
     lines = [line.removeprefix("[rnnrepro] ") for line in out.stderr.splitlines()]
     assert lines[0].startswith("timing the LM training batch and one layer's forward + backward of 2 models "

@@ -196,9 +196,9 @@ def gradient_statistics(model, train_tokens: torch.Tensor, batch_size: int, segm
     sums = [torch.zeros_like(p) for p in params]
     state = model.init_state(batch_size)
     segments = 0
-    starts = range(0, source.size(0) - 1, segment_length)[:max_segments]
+    used = starts[:max_segments]
     with eval_mode_with_gradients(model):
-        for i in console.progress(len(starts), "dynamic evaluation: gradient statistics", "segment", iterable=starts):
+        for i in console.progress(len(used), "dynamic evaluation: gradient statistics", "segment", iterable=used):
             x, y = get_batch(source, i, segment_length)
             loss, state = _segment_loss(model, x, y, state)
             for total, grad in zip(sums, _gradients(loss, params)):
