@@ -1,19 +1,20 @@
 """Forward + backward speed of every recurrent cell beside nn.LSTM (a benchmark, not a test).
 
-    python benchmarks/cells.py            # both shapes, 2 warm-up + 9 timed repeats per cell
-    python benchmarks/cells.py --quick    # 1 warm-up + 3 timed repeats
+    python benchmarks/cells.py            # both shapes, 2 warm-up + about 9 timed runs per cell
+    python benchmarks/cells.py --quick    # 1 warm-up + about 3 timed runs
     python benchmarks/cells.py --cells lrn sru --shapes small
     python benchmarks/cells.py --device cuda            # on a GPU: cuDNN's LSTM is the reference row
     python benchmarks/cells.py --device cuda --eager    # the same without the GPU fast paths (before/after)
 
 One layer per cell, on random input that requires a gradient (as an embedding's output does); a
-timed run is forward, sum of the outputs, backward. The cells are timed round-robin, one run of each
-per repeat, so a slow spell of a shared machine hits every cell alike; the table reports the median.
+timed run is forward, sum of the outputs, backward, timed by rnnrepro.timing (torch.utils.benchmark.Timer);
+the table reports the median. Each cell is timed in turn, so on a shared machine compare only rows of
+one run and rerun when the baseline moved.
 "x nn.LSTM" is the cell's time per token over nn.LSTM's at the same input and hidden size, measured
 in the same run; "target" is the project's bound for that ratio on the device (CPU: 3x, LRN and SRU 1x;
 GPU: 1.5x at the AWD shape and 2x at the small one, LRN and SRU 0.33x; docs/benchmarks.md says why),
 with "ok" or "MISSED".
-On a GPU every timed run is bracketed by ``torch.cuda.synchronize()``, the float32 precision is
+On a GPU the Timer synchronises the GPU around every timed run, the float32 precision is
 ``--precision`` (default fp32: cuDNN's LSTM and the custom cells' products both in full FP32; see
 rnnrepro.precision), and the warm-up runs capture the CUDA graphs and compile the Triton kernels. The LRU family needs input size = hidden size; its baseline is nn.LSTM at
 hidden -> hidden, marked in the table.
@@ -28,15 +29,15 @@ from __future__ import annotations
 
 import argparse
 import platform
-import statistics
 import time
 from dataclasses import dataclass
 
 import torch
 
-from rnnrepro import precision
+from rnnrepro import console, precision
 from rnnrepro.cells import CELLS, build_layer, gpu
 from rnnrepro.cells.recurrence import StepProduct, weight_grad
+from rnnrepro.timing import seconds_per_call
 
 
 @dataclass(frozen=True)
@@ -68,7 +69,7 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--cells", nargs="+", default=[cell for cell in CELLS if cell != BASELINE],
                         choices=sorted(CELLS))
     parser.add_argument("--shapes", nargs="+", default=list(SHAPES), choices=list(SHAPES))
-    parser.add_argument("--quick", action="store_true", help="1 warm-up and 3 timed repeats instead of 2 and 9")
+    parser.add_argument("--quick", action="store_true", help="1 warm-up and about 3 timed runs instead of 2 and 9")
     parser.add_argument("--threads", type=int, default=torch.get_num_threads())
     parser.add_argument("--floor", action="store_true", help="add the nested_lstm products-only row")
     parser.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
@@ -100,19 +101,12 @@ def device_name(device: str, threads: int) -> str:
     return f"{cpu_name()}, {threads} threads"
 
 
-def timed_run(layer: torch.nn.Module, x: torch.Tensor, autocast) -> float:
+def forward_backward(layer: torch.nn.Module, x: torch.Tensor, autocast) -> None:
     layer.zero_grad(set_to_none=True)
     x.grad = None
-    cuda = x.is_cuda
-    if cuda:
-        torch.cuda.synchronize()
-    started = time.perf_counter()
     with autocast():
         y, _ = layer(x, layer.init_state(x.size(1), device=x.device))
     y.float().sum().backward()
-    if cuda:
-        torch.cuda.synchronize()
-    return time.perf_counter() - started
 
 
 class NestedLSTMProducts(torch.nn.Module):
@@ -168,13 +162,8 @@ def build_runs(cells: list[str], shape: Shape, floor: bool = False, device: str 
 
 
 def median_seconds(runs: dict, warmup: int, repeats: int, autocast) -> dict[tuple[str, int], float]:
-    seconds = {key: [] for key in runs}
-    for repeat in range(warmup + repeats):
-        for key, (layer, x) in runs.items():  # round-robin: one run of every layer per repeat
-            elapsed = timed_run(layer, x, autocast)
-            if repeat >= warmup:
-                seconds[key].append(elapsed)
-    return {key: statistics.median(values) for key, values in seconds.items()}
+    return {key: seconds_per_call(lambda: forward_backward(layer, x, autocast), warmup, repeats,
+                                  f"{key[0]}, input {key[1]}") for key, (layer, x) in runs.items()}
 
 
 def target_for(cell: str, shape_name: str, device: str) -> float | None:
@@ -213,13 +202,14 @@ def print_table(name: str, shape: Shape, rows: list[dict], device: str) -> None:
 
 def main() -> None:
     args = parse_args()
+    console.setup_logging()
     torch.set_num_threads(args.threads)
     precision.apply(args.precision)
     warmup, repeats = (1, 3) if args.quick else (2, 9)
     fast_paths = "off (--eager)" if args.eager else ("on" if args.device == "cuda" else "CPU: none")
     print(f"{time.strftime('%Y-%m-%d')}, torch {torch.__version__}, {device_name(args.device, args.threads)}, "
           f"precision {args.precision}, GPU fast paths {fast_paths}, "
-          f"median of {repeats} round-robin repeats after {warmup} warm-up")
+          f"median of about {repeats} timed runs after {warmup} warm-up")
     autocast = lambda: precision.autocast(args.precision, args.device)  # noqa: E731
     with gpu.settings(kernels=not args.eager, graphs=not args.eager):
         for name in args.shapes:

@@ -1,11 +1,11 @@
 """Seconds per text8 epoch of the LRU study's 24 M models, and what the paper grid costs (a benchmark).
 
-    python benchmarks/lru_epoch.py                    # 7 units at 24 M, 3 timed batches each, CPU
+    python benchmarks/lru_epoch.py                    # 7 units at 24 M, about 3 timed batches each, CPU
     python benchmarks/lru_epoch.py --device cuda --batches 50
 
 Runs the real training step (rnnrepro.train.language_model.training_step with the study's Adam recipe: batch
 100 x 50 characters) of each unit sized to 24 M parameters for text8 (vocabulary 27), on random
-characters, round-robin so that a slow spell of a shared machine hits every unit alike, and prints the
+characters, timed by rnnrepro.timing (torch.utils.benchmark.Timer), and prints the
 median seconds per batch and the implied seconds per text8 epoch (90 M training characters; validation
 not included). It also counts the operators one batch calls (torch.profiler) and its FLOPs (6 per
 weight per character: every non-embedding weight is used once per character forward, twice backward).
@@ -19,15 +19,14 @@ bound by per-operator latency, not arithmetic). Every run is taken to train `--e
 from __future__ import annotations
 
 import argparse
-import statistics
-import time
 
 import torch
 import yaml
 from torch.profiler import ProfilerActivity, profile
 
-from rnnrepro import grid
+from rnnrepro import console, grid
 from rnnrepro.configuration import REPO_ROOT, load_study
+from rnnrepro.timing import seconds_per_call
 from rnnrepro.train.language_model import build_model, make_optimizer, training_step
 
 UNITS = ["lstm", "gru", "grid_lstm", "rhn", "ps_lru", "rg_lru", "lru"]
@@ -40,7 +39,8 @@ def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--size", default="24m", choices=["24m", "10m"], help="the models' parameter budget")
     parser.add_argument("--units", nargs="+", default=UNITS, choices=UNITS)
-    parser.add_argument("--batches", type=int, default=3, help="timed batches per unit (after 1 warm-up)")
+    parser.add_argument("--batches", type=int, default=3,
+                        help="about this many timed batches per unit (after 1 warm-up)")
     parser.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
     parser.add_argument("--threads", type=int, default=torch.get_num_threads())
     parser.add_argument("--epochs", type=float, default=20, help="epochs per run, for the grid estimate")
@@ -58,18 +58,11 @@ class Unit:
         self.model = build_model(cfg, vocab).to(device).train()
         self.optimizer = make_optimizer(self.model, self.recipe)
         self.state = self.model.init_state(self.recipe["batch_size"])
-        self.seconds: list[float] = []
+        self.chars = torch.randint(vocab, (self.recipe["bptt"] + 1, self.recipe["batch_size"]), device=device)
 
-    def step(self) -> float:
-        r = self.recipe
-        chars = torch.randint(self.vocab, (r["bptt"] + 1, r["batch_size"]), device=self.device)
-        if self.device.type == "cuda":
-            torch.cuda.synchronize()
-        started = time.perf_counter()
-        _, self.state = training_step(self.model, self.optimizer, r, chars[:-1], chars[1:], self.state)
-        if self.device.type == "cuda":
-            torch.cuda.synchronize()
-        return time.perf_counter() - started
+    def step(self) -> None:
+        _, self.state = training_step(self.model, self.optimizer, self.recipe, self.chars[:-1], self.chars[1:],
+                                      self.state)
 
 
 def text8_config(study: dict, run_config: dict, model_id: str) -> dict:
@@ -107,19 +100,16 @@ def grid_batches(study: dict, run_config: dict, size: str) -> dict[str, float]:
 
 def main() -> None:
     args = parse_args()
+    console.setup_logging()
     torch.set_num_threads(args.threads)
     run_config = {**yaml.safe_load((REPO_ROOT / "config" / "config.yaml").read_text()), "budget": "paper"}
     study = load_study("lru")
     vocab = study["vocab_sizes"]["text8"]
     device = torch.device(args.device)
     units = [Unit(text8_config(study, run_config, f"{unit}_{args.size}"), vocab, device) for unit in args.units]
-    for unit in units:
-        unit.step()  # warm-up
-    for _ in range(args.batches):
-        for unit in units:
-            unit.seconds.append(unit.step())
+    seconds = {unit.cfg["model"]: seconds_per_call(unit.step, 1, args.batches, unit.cfg["model"]) for unit in units}
     name = torch.cuda.get_device_name() if device.type == "cuda" else f"cpu ({args.threads} threads)"
-    print(f"text8, {args.size} models, batch 100 x 50, Adam; {args.batches} timed batches; {name}; "
+    print(f"text8, {args.size} models, batch 100 x 50, Adam; about {args.batches} timed batches; {name}; "
           f"torch {torch.__version__}")
     print(f"{'model':<16}{'hidden':>7}{'params':>12}{'s/batch':>9}{'s/epoch':>10}{'ops/batch':>11}"
           f"{'GFLOP/batch':>13}{'GPU s/batch (model)':>21}")
@@ -131,7 +121,7 @@ def main() -> None:
         # call per layer and direction, as nn.LSTM, so on a GPU both call as many operators.
         counted = text8_config(study, run_config, f"lstm_{args.size}") if cell == "gru" else unit.cfg
         ops = operators_per_batch(counted, vocab)
-        per_batch = statistics.median(unit.seconds)
+        per_batch = seconds[unit.cfg["model"]]
         params = sum(p.numel() for p in unit.model.parameters())
         flops = flops_per_batch(unit.cfg, params, vocab)
         gpu_per_batch = flops / (args.gpu_tflops * 1e12) + ops * args.gpu_op_us * 1e-6

@@ -12,23 +12,24 @@ row's time relative to the first model's row with the same weight drop.
 
 ``--weight-drop`` times every model with weight drop "off" (0), "on" (0.5 on the recurrent weights, the
 AWD recipe's value: the AWD regime, a dropped copy of every recurrent weight per batch) and/or as its
-"recipe" says; default: off and on, the regimes of Table 1's standard and AWD rows. On a GPU the step is bracketed by
-``torch.cuda.synchronize()`` and ``--precision`` (default fp32) sets every cell's float32 arithmetic.
+"recipe" says; default: off and on, the regimes of Table 1's standard and AWD rows. Each step is timed by
+rnnrepro.timing (torch.utils.benchmark.Timer, which synchronises the GPU around it; "s/batch" is the
+median) and ``--precision`` (default fp32) sets every cell's float32 arithmetic.
 """
 
 from __future__ import annotations
 
 import argparse
-import statistics
 import time
 
 import torch
 import yaml
 
-from rnnrepro import grid, precision
+from rnnrepro import console, grid, precision
 from rnnrepro.cells import gpu
 from rnnrepro.configuration import REPO_ROOT, load_study
 from rnnrepro.data.registry import DATASETS
+from rnnrepro.timing import seconds_per_call
 from rnnrepro.train.language_model import build_model, training_step
 
 AWD_WEIGHT_DROP = 0.5
@@ -39,7 +40,8 @@ def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--models", nargs="+", default=["lstm_m1000", "pru_g4_k2_m1400"])
     parser.add_argument("--dataset", default="ptb", choices=["ptb", "wt2"])
-    parser.add_argument("--batches", type=int, default=20, help="timed batches per model (after 3 warm-up)")
+    parser.add_argument("--batches", type=int, default=20,
+                        help="about this many timed batches per model (after 3 warm-up)")
     parser.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
     parser.add_argument("--threads", type=int, default=torch.get_num_threads())
     parser.add_argument("--weight-drop", nargs="+", default=["off", "on"], choices=list(WEIGHT_DROPS))
@@ -63,19 +65,13 @@ def time_model(model_id: str, weight_drop: str, args, study: dict, run_config: d
     model = build_model(cfg, vocab_size).to(device).train()
     optimizer = torch.optim.SGD(model.parameters(), lr=recipe["lr"], weight_decay=recipe["weight_decay"])
     batch, bptt = recipe["batch_size"], recipe["bptt"]
-    state = model.init_state(batch)
-    seconds = []
-    for i in range(3 + args.batches):
-        tokens = torch.randint(vocab_size, (bptt + 1, batch), device=device)
-        if device.type == "cuda":
-            torch.cuda.synchronize()
-        started = time.perf_counter()
-        _, state = training_step(model, optimizer, recipe, tokens[:-1], tokens[1:], state, args.precision)
-        if device.type == "cuda":
-            torch.cuda.synchronize()
-        if i >= 3:
-            seconds.append(time.perf_counter() - started)
-    per_batch = statistics.median(seconds)
+    tokens = torch.randint(vocab_size, (bptt + 1, batch), device=device)
+    state = [model.init_state(batch)]
+
+    def step():
+        _, state[0] = training_step(model, optimizer, recipe, tokens[:-1], tokens[1:], state[0], args.precision)
+
+    per_batch = seconds_per_call(step, 3, args.batches, f"{model_id}, weight drop {recipe['weight_drop']}")
     tokens_per_s = batch * bptt / per_batch
     return {"model": model_id, "weight_drop": recipe["weight_drop"], "params": sum(p.numel() for p in model.parameters()),
             "s_per_batch": per_batch, "tokens_per_s": tokens_per_s, "epoch_s": train_tokens / tokens_per_s}
@@ -83,6 +79,7 @@ def time_model(model_id: str, weight_drop: str, args, study: dict, run_config: d
 
 def main() -> None:
     args = parse_args()
+    console.setup_logging()
     torch.set_num_threads(args.threads)
     precision.apply(args.precision)
     run_config = yaml.safe_load((REPO_ROOT / "config" / "config.yaml").read_text())
@@ -90,7 +87,7 @@ def main() -> None:
     with gpu.settings(kernels=not args.eager, graphs=not args.eager):
         rows = [time_model(m, wd, args, study, run_config) for wd in args.weight_drop for m in args.models]
     device = torch.cuda.get_device_name() if args.device == "cuda" else f"cpu ({args.threads} threads)"
-    print(f"{time.strftime('%Y-%m-%d')}, {args.dataset}, paper settings, {args.batches} timed batches, {device}, "
+    print(f"{time.strftime('%Y-%m-%d')}, {args.dataset}, paper settings, about {args.batches} timed batches, {device}, "
           f"torch {torch.__version__}, precision {args.precision}"
           + (", GPU fast paths off" if args.eager and args.device == "cuda" else ""))
     print(f"{'model':<26}{'wdrop':>6}{'params':>12}{'s/batch':>10}{'tokens/s':>11}{'s/epoch':>10}{'vs first':>10}")

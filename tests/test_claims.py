@@ -367,7 +367,7 @@ FIXTURE_TEST_PPL = {("ptb", "lstm_m1000"): 150.0, ("ptb", "lstm_m1000_do05"): 14
 
 def write_fixture_run(project: Path, budget: str, dataset: str, model: str, test_ppl: float) -> Path:
     """A run folder as rnnrepro.train leaves it (config.json resolved by the grid; hand-written FIXTURE
-    history and metrics; a model.pt and a checkpoint that records must not keep)."""
+    history and metrics; a model.pt, a checkpoint and a progress.json that records must not keep)."""
     study = load_study("pru")
     config = load_run_config({**load_yaml(REPO_ROOT / "config/config.yaml"), "budget": budget})
     corpus = grid.corpus_for(study, config, dataset)
@@ -383,6 +383,7 @@ def write_fixture_run(project: Path, budget: str, dataset: str, model: str, test
         "wall_seconds": 1.0, "val_loss": loss, "val_ppl": test_ppl, "test_loss": loss, "test_ppl": test_ppl}))
     (run_dir / "model.pt").write_bytes(b"weights")
     (run_dir / "checkpoint.pt").write_bytes(b"resume state")
+    (run_dir / "progress.json").write_text(json.dumps({"state": "done", "host": "node17", "pid": 4242}))
     return run_dir
 
 

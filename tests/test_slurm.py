@@ -19,7 +19,6 @@ from conftest import BIN, TIMING_KEYS, copy_project, numbers, snakemake
 import slurm_cluster
 from rnnrepro import grid
 from rnnrepro.configuration import REPO_ROOT, load_study, load_yaml
-from rnnrepro.status import log_path
 
 UNAVAILABLE = slurm_cluster.unavailable_reason()
 if UNAVAILABLE:
@@ -109,10 +108,16 @@ def project_with_data(cell: grid.Cell, dest: Path) -> Path:
     return project
 
 
+def log_path(cell: grid.Cell) -> Path:
+    """The training job's log (workflow/rules/train.smk)."""
+    return Path(grid.logs_dir(cell.budget), "train", f"{cell.key}.log")
+
+
 def interrupt_after_first_epoch(cluster, project: Path, cell, proc: subprocess.Popen, interrupt) -> str:
-    """Wait until the cell's first epoch is checkpointed, then interrupt its SLURM job; returns its id."""
-    log, deadline = project / log_path(cell), time.time() + 600
-    while not (log.exists() and "[rnnrepro] epoch 1:" in log.read_text(errors="replace")):
+    """Wait until the cell's first epoch is checkpointed (its row is in history.csv), then interrupt its
+    SLURM job; returns its id."""
+    history, deadline = project / cell.run_dir / "history.csv", time.time() + 600
+    while not (history.exists() and len(history.read_text().splitlines()) > 1):
         assert proc.poll() is None, (project / "snakemake.out").read_text()[-5000:]
         assert time.time() < deadline, "the training job did not finish its first epoch in 10 minutes"
         time.sleep(0.2)

@@ -99,7 +99,7 @@ def try_lease(lock_dir: Path, gpus: list[str], holder: dict, per_gpu: int = 1) -
         except BlockingIOError:
             os.close(fd)
             continue
-        # Who holds the GPU, for `python -m rnnrepro.status` and for people reading the folder.
+        # Who holds the GPU, for people reading the folder.
         os.ftruncate(fd, 0)
         os.write(fd, (json.dumps(holder) + "\n").encode())
         return gpu, fd

@@ -59,6 +59,7 @@ from .analysis.claims import is_synthetic
 from .analysis.run_files import DamagedRunFile, read_metrics
 from .configuration import ConfigError, load_run_config, load_study, load_yaml
 from .evaluation.plan import artifact_evaluation_files
+from .train import progress_file
 
 RECORDED = ("config.json", "history.csv", "metrics.json")
 RECORDS = Path("records")
@@ -76,8 +77,9 @@ def results_dir(budget: str) -> Path:
 
 
 def evaluation_outputs(run_dir: Path) -> list[Path]:
-    """The JSON files of a run folder besides its config and metrics: its evaluations' outputs."""
-    return [path for path in sorted(run_dir.glob("*.json")) if path.name not in RECORDED]
+    """The JSON files of a run folder besides its config, metrics and training progress (which names the
+    machine and process that trained it): its evaluations' outputs."""
+    return [path for path in sorted(run_dir.glob("*.json")) if path.name not in (*RECORDED, progress_file.NAME)]
 
 
 # ---------------------------------------------------------------- packing

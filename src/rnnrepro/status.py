@@ -1,24 +1,26 @@
 """The grid at a glance: ``python -m rnnrepro.status [--study S] [--budget B] [--format table|csv]``.
 
 One row per training cell (like DVC's ``exp show``): its parameters, its state and its numbers,
-joined from the budget's run folders (``results/runs/`` for smoke, ``results/<budget>/runs/`` for the
-others) and its training logs (``logs/train/``, ``logs/<budget>/train/``).
-Run it in the repository root, during or after a run (locally or on SLURM: it reads files only).
+joined from the files of its run folder (``results/runs/`` for smoke, ``results/<budget>/runs/`` for the
+other budgets): ``metrics.json`` (written last, when the cell is done) and ``progress.json`` (kept current
+by the trainer as it runs, rnnrepro.train.progress_file).
+Run it in the repository root, during or after a run, locally or on SLURM: it reads files only.
 The cells are those of the budget's grid (config/config.yaml, or --budget) plus any run folder found.
 
 States:
   done         metrics.json is written (and reads as a cell's metrics)
-  running      a live process trains the cell: on this machine, a process whose command line names the
-               run folder or that holds the cell's GPU lock; with jobs on other machines (SLURM), while a
-               Snakemake runs in this folder, the cell's log or checkpoint changed in the last 10 minutes
-  failed       the log ends in an error (the note is the error line itself), or metrics.json or model.pt
-               is damaged (the note says how; the file is skipped)
-  interrupted  the training process is gone without an error: stopped (SIGTERM, time limit, Ctrl-C) or
-               killed (SIGKILL, out of memory, a lost node); a rerun resumes from the checkpoint
+  running      progress.json says running and was rewritten in the last 2 minutes (the trainer
+               rewrites it at least every 30 s); on the machine that trains the cell, its process also
+               still exists. The note says where it is and about how long it should still take
+  failed       the trainer recorded an error (the note is the error), or metrics.json, model.pt or
+               progress.json is damaged (the note says how)
+  interrupted  stopped (SIGTERM: a time limit or preemption; Ctrl-C), or its process is gone without a
+               word: killed (SIGKILL, out of memory, a lost node) or ended with its Snakemake. A rerun
+               resumes from its checkpoint
   pending      nothing yet
 Numbers of finished cells come from metrics.json (language models: the best checkpoint's validation
-loss and perplexity); those of unfinished cells from the log of their last attempt (the best
-validation so far, the epochs or iterations done, the training seconds).
+loss and perplexity); those of unfinished cells from progress.json (the best validation so far, the
+epochs done, the wall time so far).
 """
 
 from __future__ import annotations
@@ -28,10 +30,11 @@ import csv
 import io
 import math
 import os
-import re
+import socket
 import sys
 import time
 from dataclasses import asdict, dataclass, fields
+from datetime import datetime
 from pathlib import Path
 
 import yaml
@@ -40,20 +43,11 @@ from tabulate import tabulate
 from . import grid
 from .analysis.run_files import DamagedRunFile, check_weights, read_metrics
 from .configuration import ConfigError, load_run_config, load_study
-from .gpus import DEFAULT_LOCK_DIR, held_leases
+from .train import progress_file
 
-# A log or checkpoint written this recently belongs to a live job: training logs progress at least
-# every 30 s and checkpoints every epoch; the final evaluation of a paper-size model takes minutes.
-RECENT_SECONDS = 600
-# What the trainers log (rnnrepro.train): language models per epoch, autocomplete per validation.
-EPOCH_LINE = re.compile(r"\[rnnrepro\] epoch (\d+): .*val ppl ([0-9.]+|inf|nan), ([0-9.]+)s")
-ITERATION_LINE = re.compile(r"\[rnnrepro\] (iteration \d+/\d+): val loss ([0-9.]+|inf|nan), .*, ([0-9.]+)s")
-RESUME_LINE = re.compile(r"\[rnnrepro\] resuming from .*\bepoch (\d+)")
-# How a training process reports its end without metrics: an error or a crash, or a stop.
-ERROR = re.compile(r"\[rnnrepro\] error:|^Traceback \(most recent call last\)")
-STOPPED = re.compile(r"stopped by SIGTERM|^KeyboardInterrupt")
-# A Python exception line (the end of a traceback): `ValueError: ...`, `KeyboardInterrupt`.
-EXCEPTION_LINE = re.compile(r"^[A-Za-z_][\w.]*(: |$)")
+# A running cell's progress.json not rewritten for this long has no live process: the trainer rewrites it
+# every HEARTBEAT_SECONDS; the margin covers a loaded machine and a shared file system's delays.
+STALE_SECONDS = 4 * progress_file.HEARTBEAT_SECONDS
 STATES = ("done", "running", "failed", "interrupted", "pending")
 NOTE_WIDTH = 70  # characters per line of the table's note column
 
@@ -76,10 +70,6 @@ class CellStatus:
     note: str = ""
 
 
-def log_path(cell: grid.Cell) -> Path:
-    return Path(grid.logs_dir(cell.budget), "train", f"{cell.key}.log")
-
-
 def grid_cells(config: dict, studies: dict) -> list[grid.Cell]:
     cells = []
     for study in studies.values():
@@ -99,118 +89,45 @@ def cells_on_disk(root: Path, study_names: list[str], budget: str) -> list[grid.
     return cells
 
 
-def live_run_dirs(root: Path) -> set[Path]:
-    """Run folders of training processes that hold a GPU lock on this machine."""
-    live = set()
-    for holder in held_leases(DEFAULT_LOCK_DIR).values():
-        argv = holder.get("argv", [])
-        if "--run-dir" in argv[:-1]:
-            live.add((Path(holder.get("cwd", root)) / argv[argv.index("--run-dir") + 1]).resolve())
-    return live
+def process_exists(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)  # signal 0: nothing is sent, only whether the process exists is checked
+    except ProcessLookupError:
+        return False
+    except OSError:  # another user's process, for one
+        return True
+    return True
 
 
-def training_processes(root: Path) -> set[Path] | None:
-    """Run folders of this project's training processes alive on this machine (None without /proc)."""
-    proc = Path("/proc")
-    if not proc.is_dir():
+def process_gone(record: dict, now: float) -> str | None:
+    """Why a cell whose progress.json says running has no live training process (None while it has one)."""
+    try:
+        age = now - datetime.fromisoformat(record["updated_at"]).timestamp()
+    except (KeyError, TypeError, ValueError):
+        age = math.inf
+    if age > STALE_SECONDS:
+        why = f"progress.json not rewritten for {wall_time(age)}" if math.isfinite(age) else "no heartbeat"
+    elif record.get("host") == socket.gethostname() and isinstance(record.get("pid"), int) \
+            and not process_exists(record["pid"]):
+        why = f"its process (pid {record['pid']}) is gone"
+    else:
         return None
-    found = set()
-    for entry in proc.iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            argv = [arg.decode(errors="replace") for arg in (entry / "cmdline").read_bytes().split(b"\0") if arg]
-            if "rnnrepro.train" not in argv or "--run-dir" not in argv[:-1]:
-                continue
-            run_dir = (Path(os.readlink(entry / "cwd")) / argv[argv.index("--run-dir") + 1]).resolve()
-        except OSError:  # ended meanwhile, or another user's
-            continue
-        if run_dir.is_relative_to((root / grid.RESULTS).resolve()):
-            found.add(run_dir)
-    return found
+    return f"no training process ({why}): killed (SIGKILL, out of memory, a lost node) or ended with its Snakemake"
 
 
-def snakemake_running(root: Path) -> bool:
-    """Whether a Snakemake holds its lock in this folder (it removes the lock when it exits)."""
-    return any((root / ".snakemake" / "locks").glob("*.lock"))
+def whereabouts(record: dict) -> str:
+    """Where a running cell is: epoch, batch, what it does, the time left."""
+    parts = [f"epoch {record.get('epoch')}/{record.get('epochs')}"]
+    if record.get("batches_per_epoch"):
+        parts.append(f"batch {record.get('batch')}/{record['batches_per_epoch']}")
+    if record.get("phase") and record["phase"] != "training":
+        parts.append(record["phase"])
+    if record.get("eta_seconds") is not None:
+        parts.append(f"about {wall_time(record['eta_seconds'])} left")
+    return ", ".join(parts)
 
 
-def _exception_line(raw_lines: list[str]) -> str | None:
-    """The exception line of the log's last traceback (the first unindented line after its header)."""
-    starts = [i for i, line in enumerate(raw_lines) if line.startswith("Traceback (most recent call last)")]
-    if not starts:
-        return None
-    after = raw_lines[starts[-1] + 1:]
-    return next((line.strip() for line in after if EXCEPTION_LINE.match(line) and not line.startswith(" ")), None)
-
-
-def read_log(path: Path) -> dict:
-    """Progress of the last attempt (epochs, best validation loss, seconds) and how it ended."""
-    if not path.exists():
-        return {}
-    # A progress bar redraws its line with \r and leaves no newline: what follows it shares its line.
-    raw_lines = path.read_text(errors="replace").replace("\r", "\n").splitlines()
-    lines = [line.strip() for line in raw_lines]
-    lines = [line for line in lines if line]
-    epochs = [m for m in map(EPOCH_LINE.search, lines) if m]
-    iterations = [m for m in map(ITERATION_LINE.search, lines) if m]
-    resumed = [int(m.group(1)) - 1 for m in map(RESUME_LINE.search, lines) if m]
-    ppls = [float(m.group(2)) for m in epochs]
-    losses = [math.log(ppl) for ppl in ppls if ppl > 0] + [float(m.group(2)) for m in iterations]
-    end = next(((line, m) for line in reversed(lines) if (m := ERROR.search(line) or STOPPED.search(line))), None)
-    ended, stopped = None, False
-    if end:
-        line, match = end
-        start = line.rfind("[rnnrepro]", 0, match.start() + 1)
-        ended = line[start if start >= 0 else match.start():]  # without the progress bar the line began with
-        if ended.startswith("Traceback"):
-            ended = _exception_line(raw_lines) or lines[-1]
-        stopped = bool(STOPPED.search(ended))
-    return {
-        "epochs": max([int(m.group(1)) for m in epochs] + resumed, default=None),
-        "val_loss": min(losses, default=None),
-        "val_ppl": min(ppls, default=None),
-        # epoch lines give each epoch's seconds, iteration lines the running total
-        "seconds": round(sum(float(m.group(3)) for m in epochs) or
-                         (float(iterations[-1].group(3)) if iterations else 0), 1) or None,
-        "progress": iterations[-1].group(1) if iterations else "",
-        "ended": ended,
-        "stopped": stopped,
-    }
-
-
-def modified_recently(paths: list[Path], now: float) -> bool:
-    return any(p.exists() and now - p.stat().st_mtime < RECENT_SECONDS for p in paths)
-
-
-@dataclass
-class Liveness:
-    """What says whether a cell's training process is alive, read once per status call."""
-
-    leased: set[Path]  # run folders whose process holds a GPU lock on this machine
-    processes: set[Path] | None  # run folders of this project's training processes on this machine
-    snakemake: bool  # a Snakemake runs in this folder
-    now: float
-
-    def alive(self, run_dir: Path, recent: bool) -> bool:
-        run_dir = run_dir.resolve()
-        if run_dir in self.leased or (self.processes is not None and run_dir in self.processes):
-            return True
-        if not recent:
-            return False
-        if self.processes is None:  # no process table to look in: trust a recent write
-            return True
-        # Jobs on other machines (SLURM) leave no process here: a recent write, while the Snakemake that
-        # submitted them runs, is the only sign. With training processes of this project here, jobs run
-        # locally, and this cell's process is gone.
-        return self.snakemake and not self.processes
-
-
-def liveness(root: Path) -> Liveness:
-    return Liveness(live_run_dirs(root), training_processes(root), snakemake_running(root), time.time())
-
-
-def cell_status(root: Path, cell: grid.Cell, dataset: str, live: Liveness) -> CellStatus:
+def cell_status(root: Path, cell: grid.Cell, dataset: str, now: float | None = None) -> CellStatus:
     run_dir = root / cell.run_dir
     row = CellStatus(cell.study, dataset, cell.corpus, cell.model, cell.fraction, cell.seed, "pending")
     metrics_file = run_dir / "metrics.json"
@@ -226,19 +143,28 @@ def cell_status(root: Path, cell: grid.Cell, dataset: str, live: Liveness) -> Ce
         row.val_loss = m.get("val_loss", m.get("val_cross_entropy"))
         row.val_ppl, row.test_ppl, row.test_accuracy = m.get("val_ppl"), m.get("test_ppl"), m.get("test_accuracy")
         return row
-    log = read_log(root / log_path(cell))
     checkpoint = run_dir / "checkpoint" / "last.pt"
-    row.epochs, row.val_loss, row.val_ppl = log.get("epochs"), log.get("val_loss"), log.get("val_ppl")
-    row.wall_seconds, row.note = log.get("seconds"), log.get("progress", "")
-    recent = not log.get("ended") and modified_recently([root / log_path(cell), checkpoint], live.now)
-    if live.alive(run_dir, recent):
-        row.state = "running"
-    elif log.get("ended") and not log["stopped"]:
-        row.state, row.note = "failed", log["ended"]
-    elif log or checkpoint.exists():
-        row.state = "interrupted"
-        row.note = log.get("ended") or ("no training process, and no error in its log: killed (SIGKILL, out of "
-                                        "memory, a lost node) or ended with its Snakemake")
+    try:
+        record = progress_file.read(run_dir)
+    except progress_file.DamagedProgressFile as e:
+        row.state, row.note = "failed", str(e)
+        return row
+    if record is None:
+        if checkpoint.exists():
+            row.state, row.note = "interrupted", "no progress.json (its trainer was an earlier version)"
+    else:
+        row.epochs, row.wall_seconds = record.get("epochs_done"), record.get("seconds")
+        row.val_loss, row.val_ppl = record.get("best_val_loss"), record.get("best_val_ppl")
+        row.state = record["state"]
+        if row.state == "running":
+            gone = process_gone(record, time.time() if now is None else now)
+            row.state, row.note = ("interrupted", gone) if gone else ("running", whereabouts(record))
+        elif row.state == "failed":
+            row.note = record.get("error", "")
+        elif row.state == "interrupted":
+            row.note = f"stopped by {record.get('stopped_by', 'a signal')}"
+        else:  # done, but metrics.json has gone since (deleted, or Snakemake is about to rerun the cell)
+            row.state, row.note = "interrupted", "its training ended, but metrics.json is missing"
     if row.state in ("failed", "interrupted") and checkpoint.exists():
         row.note = f"{row.note} (a rerun resumes from {checkpoint.relative_to(root)})"
     return row
@@ -259,8 +185,8 @@ def collect(root: Path, study_filter: list[str] | None = None, budget: str | Non
         raise ConfigError(f"--study {', '.join(unknown)}: no such study; the studies are {', '.join(known)}")
     studies = {name: load_study(name, root=root) for name in names}
     cells = list(dict.fromkeys(grid_cells(config, studies) + cells_on_disk(root, names, config["budget"])))
-    live = liveness(root)
-    rows = [cell_status(root, cell, grid.dataset_for(studies[cell.study], config, cell.corpus), live)
+    now = time.time()
+    rows = [cell_status(root, cell, grid.dataset_for(studies[cell.study], config, cell.corpus), now)
             for cell in cells]
     return sorted(rows, key=lambda r: (r.study, r.dataset, r.corpus, r.model, r.fraction, r.seed))
 

@@ -6,7 +6,8 @@
   beside them (Table 6 of the paper, also in the authors' lm/README.md, github.com/bzhangGo/lrn).
 - :func:`measure_speed` (``python -m rnnrepro.analysis.lrn speed``, run by the ``speed`` rule) times
   one training batch of each model's whole LM and one layer's forward + backward on the device it runs
-  on; :func:`speed_table` puts them as ratios to the first model (the LSTM) beside the paper's
+  on (rnnrepro.timing), logging what it times, how far it is and about how long it should still take;
+  :func:`speed_table` puts them as ratios to the first model (the LSTM) beside the paper's
   training-time ratios (the paper's Tables 1 and 2: SNLI and document classification).
 - :func:`unfolded_weights`: with h_0 = 0 and g = identity an LRN layer's state is
   h_t = Σ_{k≤t} w_{k→t} ⊙ v_k with w_{k→t} = i_k ⊙ Π_{l=k+1..t} f_l (paper §4), computed
@@ -19,16 +20,16 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
 import sys
-import time
 from pathlib import Path
 
 import pandas as pd
 
+from .. import console
 from .results import paper_values, read_cells
 
 STAGES = ("base", "finetune", "dynamic")
+LOGGER = console.LOGGER.getChild("speed")  # by name: run as `python -m`, this module is __main__
 
 
 # ---------------------------------------------------------------- the LM table (torch-free)
@@ -130,25 +131,24 @@ def measure_speed(settings: dict, device) -> dict:
     import torch.nn.functional as F
 
     from ..cells import build_layer
-    from ..train.common import provenance
+    from ..timing import seconds_per_call
+    from ..train.common import keep_freed_memory, provenance
     from ..train.language_model import build_model
 
+    keep_freed_memory()
     torch.manual_seed(0)
     batch, bptt, vocab = settings["batch_size"], settings["bptt"], settings["vocab_size"]
+    warmup, repeats = settings["warmup"], settings["repeats"]
+    where = torch.cuda.get_device_name(device) if device.type == "cuda" else f"cpu, {torch.get_num_threads()} threads"
+    LOGGER.info(f"timing the LM training batch and one layer's forward + backward of {len(settings['models'])} "
+                f"models ({', '.join(settings['models'])}) at batch {batch}, BPTT {bptt}, vocabulary {vocab}, on "
+                f"{where}: {warmup} warm-up calls, then about {repeats} timed calls of each")
+    bar = console.progress(2 * len(settings["models"]), "speed", "measurement")
 
-    def timed(step) -> float:
-        for _ in range(settings["warmup"]):
-            step()
-        seconds = []
-        for _ in range(settings["repeats"]):
-            if device.type == "cuda":
-                torch.cuda.synchronize(device)
-            start = time.perf_counter()
-            step()
-            if device.type == "cuda":
-                torch.cuda.synchronize(device)
-            seconds.append(time.perf_counter() - start)
-        return statistics.median(seconds)
+    def timed(step, what: str) -> float:
+        seconds = seconds_per_call(step, warmup, repeats, what)
+        bar.update()
+        return seconds
 
     rows = []
     for model_id in settings["models"]:
@@ -176,8 +176,12 @@ def measure_speed(settings: dict, device) -> dict:
             output.sum().backward()
 
         rows.append({"model": model_id, "cell": arch["cell"], "params": sum(p.numel() for p in model.parameters()),
-                     "lm_seconds_per_batch": timed(lm_step), "layer_seconds": timed(layer_step),
+                     "lm_seconds_per_batch": timed(lm_step, f"{model_id}: LM training batch"),
+                     "layer_seconds": timed(layer_step, f"{model_id}: one layer's forward + backward"),
                      "layer_shape": f"{bptt}x{batch}x{hidden}->{hidden}"})
+        LOGGER.info(f"{model_id}: LM {rows[-1]['lm_seconds_per_batch'] * 1e3:.1f} ms/batch, "
+                    f"layer {rows[-1]['layer_seconds'] * 1e3:.1f} ms")
+    bar.close()
     meta = {key: settings[key] for key in ("dataset", "vocab_size", "batch_size", "bptt", "warmup", "repeats")}
     return {"rows": rows, **meta, "threads": torch.get_num_threads(), **provenance(device)}
 
@@ -302,6 +306,7 @@ def main(argv=None) -> int:
 
     add_runtime_arguments(speed)
     args = parser.parse_args(argv)
+    console.setup_logging()
     try:
         settings = json.loads(args.settings)
     except json.JSONDecodeError as e:
@@ -312,9 +317,6 @@ def main(argv=None) -> int:
     result["budget"] = settings["budget"]
     args.output.parent.mkdir(parents=True, exist_ok=True)
     args.output.write_text(json.dumps(result, indent=2) + "\n")
-    for row in result["rows"]:
-        print(f"[rnnrepro] {row['model']}: LM {row['lm_seconds_per_batch'] * 1e3:.1f} ms/batch, "
-              f"layer {row['layer_seconds'] * 1e3:.1f} ms", file=sys.stderr)
     return 0
 
 

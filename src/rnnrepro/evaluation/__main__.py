@@ -20,6 +20,7 @@ from pathlib import Path
 
 import torch
 
+from .. import console
 from ..configuration import ConfigError, read_json_argument
 from ..data.corpus import load_corpus
 from ..data.registry import DataError
@@ -85,6 +86,7 @@ def evaluate_cell(run_dir: Path, spec: dict, device: torch.device) -> dict:
 
 def main(argv=None) -> int:
     args = parse_args(argv)
+    console.setup_logging()
     try:
         spec = read_spec(args.config)
         out = evaluate_cell(args.run_dir, spec, start_runtime(args))

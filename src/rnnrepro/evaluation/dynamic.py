@@ -81,6 +81,7 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
+from .. import console
 from ..cells import detach_state
 from ..cells.gru import SingleBiasGRULayer
 from ..cells.lstm_single_bias import SingleBiasLSTMLayer
@@ -195,16 +196,15 @@ def gradient_statistics(model, train_tokens: torch.Tensor, batch_size: int, segm
     sums = [torch.zeros_like(p) for p in params]
     state = model.init_state(batch_size)
     segments = 0
+    used = starts[:max_segments]
     with eval_mode_with_gradients(model):
-        for i in starts:
+        for i in console.progress(len(used), "dynamic evaluation: gradient statistics", "segment", iterable=used):
             x, y = get_batch(source, i, segment_length)
             loss, state = _segment_loss(model, x, y, state)
             for total, grad in zip(sums, _gradients(loss, params)):
                 total.addcmul_(grad, grad)
             state = [detach_state(s) for s in state]
             segments += 1
-            if max_segments is not None and segments >= max_segments:
-                break
     ms = [torch.sqrt(total / segments) for total in sums]
     tensors = published_tensors(model)
     gsum = _published_means(ms, tensors).mean()
@@ -260,7 +260,7 @@ class DynamicEvaluator:
             for p, p0, pull, scale, g in zip(self.params, self.theta0, self.pull, self.step_scale, grads):
                 p.addcmul_(pull, p0 - p).addcmul_(scale, g, value=-1.0)
 
-    def evaluate(self, tokens: torch.Tensor) -> float:
+    def evaluate(self, tokens: torch.Tensor, what: str = "dynamic evaluation") -> float:
         """Mean cross entropy (nats per token) of a stream scored as one sequence, predict then adapt."""
         self.reset()
         model = self.model
@@ -268,9 +268,10 @@ class DynamicEvaluator:
         n = self.settings.segment_length
         state = model.init_state(1)
         total, count = 0.0, 0
+        starts = range(0, source.size(0) - 1, n)
         try:
             with eval_mode_with_gradients(model):
-                for i in range(0, source.size(0) - 1, n):
+                for i in console.progress(len(starts), what, "segment", iterable=starts):
                     x, y = get_batch(source, i, n)
                     loss, state = _segment_loss(model, x, y, state)
                     total += loss.item() * y.numel()
@@ -285,14 +286,15 @@ class DynamicEvaluator:
 
 
 @torch.no_grad()
-def static_loss(model, tokens: torch.Tensor, window: int = 100) -> float:
+def static_loss(model, tokens: torch.Tensor, window: int = 100, what: str = "static evaluation") -> float:
     """Mean cross entropy of θ as it is over a stream scored as one sequence (batch 1, state carried).
     At batch 1 with the state carried the window only groups the work: the loss does not depend on it."""
     model.eval()
     source = tokens.reshape(-1, 1).to(next(model.parameters()).device)
     state = model.init_state(1)
     total, count = 0.0, 0
-    for i in range(0, source.size(0) - 1, window):
+    starts = range(0, source.size(0) - 1, window)
+    for i in console.progress(len(starts), what, "window", iterable=starts):
         x, y = get_batch(source, i, window)
         loss, state = _segment_loss(model, x, y, state)
         total += loss.item() * y.numel()
@@ -306,7 +308,8 @@ def tune(model, statistics: GradientStatistics, valid_tokens: torch.Tensor,
     λ outer, η inner, as Krause's script), and one row per point (η and λ as the study gives them)."""
     rows, best = [], None
     for point in points:
-        loss = DynamicEvaluator(model, statistics, point.settings).evaluate(valid_tokens)
+        loss = DynamicEvaluator(model, statistics, point.settings).evaluate(
+            valid_tokens, f"dynamic evaluation: tuning on validation, lr {point.lr}, decay {point.decay}")
         rows.append({"lr": point.lr, "decay": point.decay, "tune_loss": loss, "tune_ppl": math.exp(loss)})
         if not math.isfinite(loss):
             continue
@@ -336,7 +339,8 @@ def run(model, corpus, spec: dict) -> dict:
     out = {}
     for split in spec["splits"]:
         tokens = getattr(corpus, split)
-        for name, loss in (("static", static_loss(model, tokens)), ("dynamic", dynamic.evaluate(tokens))):
+        for name, loss in (("static", static_loss(model, tokens, what=f"static evaluation: {split}")),
+                           ("dynamic", dynamic.evaluate(tokens, f"dynamic evaluation: {split}"))):
             out[f"{name}_{split}_loss"] = loss
             out[f"{name}_{split}_ppl"] = math.exp(loss)
     applied = chosen.settings

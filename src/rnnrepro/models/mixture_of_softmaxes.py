@@ -24,14 +24,61 @@ the exact log p, without overflow or underflow and without the 1e-8. The two los
 log(1 + 1e-8/p) < 1e-8/p nats per token: below 1e-4 nats wherever p > 1e-4, and only targets given
 less than about 1e-6 move by more than 0.01 nats (the authors' loss is capped at -log 1e-8 = 18.4
 nats, ours is not). Their gradient is ours times p / (p + 1e-8), which matters only for such targets.
+
+Memory: the experts' logits z (T, B, K, V) are the head's one large tensor: at the LRN authors' PTB
+training shapes (batch 12, BPTT 70, K 15, V 10,000) each such tensor holds 126 M floats (504 MB).
+Written as log_softmax, add and logsumexp, autograd keeps two of them for the backward pass and the
+forward and backward passes allocate about eight in all; on a CPU each is fresh memory from the
+operating system (PyTorch's CPU allocator does not cache, glibc maps every block this large anew),
+so every step paid for page faults on about 4 GB: the lrn speed job spent as much time in the kernel as
+in its own arithmetic. :class:`LogMixture` computes the same function with its own backward: it keeps
+only z (which the decoder produced anyway) and the small per-expert normalisers, and allocates one
+more such tensor in the forward pass and two in the backward pass, computing in place. The arithmetic
+is float32 at least (float64 stays float64), whatever precision the decoder's product ran in.
 """
 
 from __future__ import annotations
 
 import torch
 from torch import nn
+from torch.autograd.function import once_differentiable
 
 from .regularisation import sequence_dropout
+
+
+class LogMixture(torch.autograd.Function):
+    """log Σ_k π_k softmax(z_k): experts' logits z (..., K, V) and log π (..., K) -> (..., V), with a
+    backward that needs no more than z, the per-expert log-normalisers and the result.
+
+    With p_k = softmax(z_k), log P = logsumexp_k(log π_k + log p_k) and the responsibilities
+    r_kw = π_k p_kw / P_w (Σ_k r_kw = 1), the gradient of a loss with dL/dlog P_w = g_w is
+
+        dL/dz_kw = g_w r_kw − p_kw s_k,    dL/dlog π_k = s_k,    s_k = Σ_w g_w r_kw.
+    """
+
+    @staticmethod
+    def forward(ctx, logits: torch.Tensor, log_prior: torch.Tensor) -> torch.Tensor:
+        dtype = torch.promote_types(logits.dtype, torch.float32)
+        peak = logits.amax(-1, keepdim=True).to(dtype)
+        work = torch.sub(logits, peak)                                   # the one temporary of z's size
+        log_normaliser = work.exp_().sum(-1).log_().add_(peak.squeeze(-1))       # log Σ_w exp z_kw
+        torch.add(logits, (log_prior.to(dtype) - log_normaliser).unsqueeze(-1), out=work)  # log π_k p_kw
+        peak = work.amax(-2, keepdim=True)
+        log_mixture = work.sub_(peak).exp_().sum(-2).log_().add_(peak.squeeze(-2))
+        ctx.save_for_backward(logits, log_prior, log_normaliser, log_mixture)
+        return log_mixture
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx, grad: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        logits, log_prior, log_normaliser, log_mixture = ctx.saved_tensors
+        dtype = log_mixture.dtype
+        grad_logits = torch.add(logits, (log_prior.to(dtype) - log_normaliser).unsqueeze(-1))
+        grad_logits.sub_(log_mixture.unsqueeze(-2)).exp_().mul_(grad.to(dtype).unsqueeze(-2))   # g_w r_kw
+        expert_share = grad_logits.sum(-1)                                                     # s_k
+        softmaxes = torch.sub(logits, log_normaliser.unsqueeze(-1)).exp_()                     # p_kw
+        grad_logits.sub_(softmaxes.mul_(expert_share.unsqueeze(-1)))
+        return grad_logits.to(logits.dtype), expert_share.to(log_prior.dtype)
 
 
 class MixtureOfSoftmaxes(nn.Module):
@@ -55,7 +102,6 @@ class MixtureOfSoftmaxes(nn.Module):
         steps, batch, _ = hidden.shape
         latent = torch.tanh(self.latent(hidden))
         latent = sequence_dropout(latent, self.latent_dropout, dropout_kind, self.training)
-        expert_log_probs = torch.log_softmax(
-            decoder(latent.view(steps, batch, self.experts, self.embedding_size)), dim=-1)   # (T, B, K, V)
-        log_prior = torch.log_softmax(self.prior(hidden), dim=-1)                          # (T, B, K)
-        return torch.logsumexp(expert_log_probs + log_prior.unsqueeze(-1), dim=2)
+        expert_logits = decoder(latent.view(steps, batch, self.experts, self.embedding_size))  # (T, B, K, V)
+        log_prior = torch.log_softmax(self.prior(hidden), dim=-1)                              # (T, B, K)
+        return LogMixture.apply(expert_logits, log_prior)

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import torch
 
-from .. import gpus, precision
+from .. import console, gpus, precision
 from ..configuration import ConfigError, read_json_argument, validate_cell_config
 from ..data.registry import DataError
 from .autocomplete import train_autocomplete
@@ -65,6 +65,7 @@ def out_of_memory_advice(run_dir: Path, error: BaseException) -> str:
 
 def main(argv=None) -> int:
     args = parse_args(argv)
+    console.setup_logging()
     try:
         cfg = read_config(args.config)
         device = start_runtime(args)

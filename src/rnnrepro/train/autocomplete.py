@@ -31,7 +31,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from .. import precision
+from .. import console, precision
 from ..configuration import ConfigError
 from ..data.autocomplete import INPUT_SYMBOLS, PAD_ID, UNK_ID, EncodedSplit, load_classes, load_split
 from ..models.autocomplete import AutocompleteModel
@@ -80,12 +80,15 @@ def training_step(model: AutocompleteModel, optimizer: torch.optim.Optimizer, in
 
 @torch.no_grad()
 def evaluate(model: AutocompleteModel, split: EncodedSplit, batch_size: int, device: torch.device,
-             observations: int | None = None, precision_name: str = precision.DEFAULT) -> dict:
-    """Cross entropy and accuracy over the first ``observations`` of a split, as the published numbers."""
+             observations: int | None = None, precision_name: str = precision.DEFAULT,
+             what: str = "evaluation") -> dict:
+    """Cross entropy and accuracy over the first ``observations`` of a split, as the published numbers;
+    ``what`` names it in the progress lines."""
     model.eval()
     count = len(split.lengths) if observations is None else min(observations, len(split.lengths))
     ce_sum, ce_observations, correct, characters = 0.0, 0, 0, 0
-    for start in range(0, count, batch_size):
+    starts = range(0, count, batch_size)
+    for start in console.progress(len(starts), what, "batch", iterable=starts):
         inputs, targets = batch_tensors(split, np.arange(start, min(start + batch_size, count)), device)
         with precision.autocast(precision_name, device):
             logits = model(inputs)
@@ -145,6 +148,9 @@ class AutocompleteTask:
     def epoch_length(self) -> int:
         return self.batches_per_epoch()
 
+    def fraction_done(self, progress: Progress) -> float:
+        return min(1.0, progress.iteration / self.total_iterations())
+
     def batches(self, progress: Progress) -> Iterator[np.ndarray]:
         order, size, total = self.epoch_order(progress.epoch), self.recipe["batch_size"], self.total_iterations()
         while progress.iteration < total and progress.position < self.batches_per_epoch():
@@ -163,7 +169,7 @@ class AutocompleteTask:
     def validate(self, progress: Progress) -> dict:
         p, r = progress, self.recipe
         result = evaluate(self.model, self.data["valid"], r["eval_batch_size"], self.device,
-                          r["validation_sequences"], self.precision)
+                          r["validation_sequences"], self.precision, f"iteration {p.iteration} validation")
         return {
             "iteration": p.iteration, "epoch": p.epoch, "sequences": p.items,
             "train_loss": p.loss_sum / p.loss_batches if p.loss_batches else math.nan,
@@ -181,8 +187,8 @@ class AutocompleteTask:
     # ---- the end -------------------------------------------------------------------------
     def final_metrics(self, progress: Progress) -> dict:
         cfg, p, r, model = self.cfg, progress, self.recipe, self.model
-        final = {split: evaluate(model, self.data[split], r["eval_batch_size"], self.device, None, self.precision)
-                 for split in ("valid", "test")}
+        final = {split: evaluate(model, self.data[split], r["eval_batch_size"], self.device, None, self.precision,
+                                 f"final {split}") for split in ("valid", "test")}
         counts = model.parameter_counts()
         return {
             "study": cfg["study"], "dataset": cfg["dataset"], "corpus": cfg["corpus"], "model": cfg["model"],

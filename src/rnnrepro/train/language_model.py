@@ -23,7 +23,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from .. import precision
+from .. import console, precision
 from ..cells import detach_state
 from ..data.corpus import batchify, get_batch, load_corpus
 from ..models.language_model import Dropouts, LanguageModel
@@ -76,20 +76,24 @@ def training_step(model: LanguageModel, optimizer: torch.optim.Optimizer, recipe
 
 @torch.no_grad()
 def evaluate(model: LanguageModel, data: torch.Tensor, batch_size: int, bptt: int, device: torch.device,
-             precision_name: str = precision.DEFAULT) -> float:
-    """Mean cross entropy (nats per token) over every prediction in the stream, carrying the state."""
+             precision_name: str = precision.DEFAULT, what: str = "evaluation") -> float:
+    """Mean cross entropy (nats per token) over every prediction in the stream, carrying the state;
+    ``what`` names it in the progress lines (a paper-size evaluation at batch 1 takes minutes)."""
     model.eval()
     source = batchify(data, batch_size).to(device)
     state = model.init_state(batch_size)
     total, count = 0.0, 0
-    for i in range(0, source.size(0) - 1, bptt):
-        x, y = get_batch(source, i, bptt)
-        with precision.autocast(precision_name, device):
-            out = model(x, state)
-            total += F.cross_entropy(out.logits.reshape(-1, out.logits.size(-1)), y.reshape(-1),
-                                     reduction="sum").item()
-        state = out.state
-        count += y.numel()
+    starts = range(0, source.size(0) - 1, bptt)
+    with console.progress(len(starts), what, "window") as bar:
+        for i in starts:
+            x, y = get_batch(source, i, bptt)
+            with precision.autocast(precision_name, device):
+                out = model(x, state)
+                total += F.cross_entropy(out.logits.reshape(-1, out.logits.size(-1)), y.reshape(-1),
+                                         reduction="sum").item()
+            state = out.state
+            count += y.numel()
+            bar.update()
     return total / count
 
 
@@ -152,11 +156,15 @@ class LanguageModelTask:
             return
         saved = checkpoint.load_weights(Path(self.cfg["init_from"]), self.device, "the cell this one finetunes")
         self.model.load_state_dict(saved["state_dict"])
-        progress.best_val_loss, progress.best_epoch = self._validate(), 0
+        progress.best_val_loss, progress.best_epoch = self._validate("validation of the starting weights"), 0
         self.save_best()
 
     def epoch_length(self) -> int:
         return self.train_data.size(0) - 1
+
+    def fraction_done(self, progress: Progress) -> float:
+        length = self.epoch_length()
+        return min(1.0, ((progress.epoch - 1) * length + progress.position) / (self.recipe["epochs"] * length))
 
     def _seq_len(self) -> int:
         r = self.recipe
@@ -185,19 +193,19 @@ class LanguageModelTask:
         return progress.position >= self.train_data.size(0) - 2  # the epoch is over
 
     # ---- validation ----------------------------------------------------------------------
-    def evaluate(self, data: torch.Tensor, batch_size: int) -> float:
-        return evaluate(self.model, data, batch_size, self.recipe["bptt"], self.device, self.precision)
+    def evaluate(self, data: torch.Tensor, batch_size: int, what: str) -> float:
+        return evaluate(self.model, data, batch_size, self.recipe["bptt"], self.device, self.precision, what)
 
-    def _validate(self) -> float:
+    def _validate(self, what: str = "validation") -> float:
         with self.averager.averaged(self.model):
-            return self.evaluate(self.corpus.valid, self.recipe["eval_batch_size"])
+            return self.evaluate(self.corpus.valid, self.recipe["eval_batch_size"], what)
 
     def validate(self, progress: Progress) -> dict:
         r, p = self.recipe, progress
-        val_loss = self._validate()
+        val_loss = self._validate(f"epoch {p.epoch} validation")
         if r["test_every_epoch"]:
             with self.averager.averaged(self.model):
-                test_loss = self.evaluate(self.corpus.test, r["test_batch_size"])
+                test_loss = self.evaluate(self.corpus.test, r["test_batch_size"], f"epoch {p.epoch} test")
         return {
             "epoch": p.epoch,
             "train_loss": p.loss_sum / p.loss_batches,
@@ -239,8 +247,8 @@ class LanguageModelTask:
     def final_metrics(self, progress: Progress) -> dict:
         cfg, r, p, model = self.cfg, self.recipe, progress, self.model
         model.load_state_dict(checkpoint.load(self.best_path, self.device))
-        val_loss = self.evaluate(self.corpus.valid, r["test_batch_size"])
-        test_loss = self.evaluate(self.corpus.test, r["test_batch_size"])
+        val_loss = self.evaluate(self.corpus.valid, r["test_batch_size"], "final validation")
+        test_loss = self.evaluate(self.corpus.test, r["test_batch_size"], "final test")
         return {
             "study": cfg["study"], "dataset": cfg["dataset"], "corpus": cfg["corpus"], "model": cfg["model"],
             "fraction": cfg["fraction"], "seed": cfg["seed"], "budget": cfg["budget"],

@@ -5,9 +5,13 @@ rnnrepro.train.autocomplete) supplies what differs: the model and optimizer, the
 epoch, one optimizer step, the validation check (a row of history.csv, and when to stop) and the
 final metrics. This module owns what they share, written and tested once:
 
-- the run folder: ``config.json`` first, ``history.csv``, ``metrics.json`` and ``model.pt`` at the end,
-  every file written atomically (rnnrepro.train.files): a full disk or an unwritable folder stops the
-  cell naming the path and the fix, and never replaces a good file with a broken one;
+- the run folder: ``config.json`` first; ``history.csv`` rewritten with every validation check's row;
+  ``progress.json`` (rnnrepro.train.progress_file: state, epoch, batch, losses, time left, process)
+  kept current as the cell runs, for ``python -m rnnrepro.status``; ``metrics.json`` and ``model.pt``
+  at the end. ``metrics.json`` is written last and alone marks the cell done: a killed cell's
+  ``history.csv`` is only its rows so far. Every file is written atomically (rnnrepro.train.files): a
+  full disk or an unwritable folder stops the cell naming the path and the fix, and never replaces a
+  good file with a broken one;
 - the resume checkpoint (rnnrepro.train.checkpoint), written after every validation check and, on
   SIGTERM (a scheduler's time limit), at the next batch boundary; a killed cell resumes bit for bit on a
   CPU. A checkpoint written for another config is ignored; one that cannot be read back is moved aside
@@ -16,12 +20,13 @@ final metrics. This module owns what they share, written and tested once:
   (above ~709.8 nats per prediction, where ``math.exp`` raises) stops the cell, naming it, the epoch and
   batch, and the recipe values to lower;
 - the float32 matmul precision (rnnrepro.precision), set at the start and recorded in metrics.json;
-- the progress bar and the log lines rnnrepro.status reads.
+- the progress bar of each epoch and the log (``logging``, for people: nothing parses it).
 """
 
 from __future__ import annotations
 
 import copy
+import logging
 import math
 import signal
 import sys
@@ -33,11 +38,13 @@ from typing import Any, Protocol
 
 import torch
 from torch import nn
-from tqdm import tqdm
 
-from .. import precision
+from .. import console, precision
 from . import checkpoint
-from .common import provenance, start_run, write_run_outputs
+from .common import HISTORY, provenance, start_run, write_history, write_run_outputs
+from .progress_file import ProgressFile
+
+LOGGER = logging.getLogger(__name__)
 
 # The largest loss whose perplexity is a finite float64: math.exp raises OverflowError above it.
 LARGEST_LOSS = math.log(sys.float_info.max)
@@ -107,6 +114,9 @@ class Task(Protocol):
     def epoch_length(self) -> int:
         """The progress bar's total for one epoch, in units of Progress.position."""
 
+    def fraction_done(self, progress: Progress) -> float:
+        """How much of the planned training is done (0 to 1), for the estimate of the time left."""
+
     def batches(self, progress: Progress) -> Iterator[Any]:
         """The epoch's remaining batches, from ``progress.position``; draws its randomness lazily."""
 
@@ -123,7 +133,7 @@ class Task(Protocol):
         """Once the row is in ``progress.history``: keep the best weights, set ``progress.finished`` to stop."""
 
     def report(self, row: dict, progress: Progress) -> str:
-        """The log line of a check (rnnrepro.status parses it)."""
+        """The log line of a check."""
 
     def state_dict(self) -> dict:
         """The task's own resumable state."""
@@ -156,13 +166,35 @@ class StopFlag:
         signal.signal(signal.SIGTERM, self._previous)
 
 
+def cell_name(cfg: dict) -> str:
+    return f"{cfg['study']}/{cfg['corpus']}/{cfg['model']}/frac{cfg['fraction']}/seed{cfg['seed']}"
+
+
 class TrainingLoop:
-    def __init__(self, cfg: dict, task: Task, run_dir: Path, device: torch.device):
-        self.cfg, self.task, self.device = cfg, task, device
+    def __init__(self, cfg: dict, task: Task, run_dir: Path, device: torch.device, record: ProgressFile):
+        self.cfg, self.task, self.run_dir, self.device, self.record = cfg, task, Path(run_dir), device, record
         self.ckpt_dir = checkpoint.checkpoint_dir(run_dir)
         self.progress = Progress()
         self._attempt_started = time.perf_counter()
         self._earlier_wall = 0.0
+        record.snapshot = self.snapshot
+
+    def snapshot(self) -> dict:
+        """Where training stands, for progress.json (read from the heartbeat thread too: reads only)."""
+        t, p = self.task, self.progress
+        length, done, seconds = t.epoch_length(), t.fraction_done(p), self.wall_seconds()
+        covered = (p.epoch - 1) * length + p.position  # units of Progress.position in all epochs
+        last = p.history[-1] if p.history else {}
+        best = min((row["val_loss"] for row in p.history), default=None)
+        return {
+            "epoch": p.epoch, "epochs": self.cfg["recipe"]["epochs"], "epochs_done": p.epoch - 1 + p.finished,
+            "batch": p.batch, "batches_per_epoch": round(p.iteration * length / covered) if covered else None,
+            "iteration": p.iteration,
+            **{key: value for key, value in last.items() if key.startswith("val_")},
+            "best_val_loss": best, **({"best_val_ppl": perplexity(best)} if "val_ppl" in last else {}),
+            "seconds": round(seconds, 1),
+            "eta_seconds": round(seconds * (1 - done) / done) if done > 0 else None,
+        }
 
     def wall_seconds(self) -> float:
         """Wall time of this cell over every attempt (up to each attempt's last checkpoint)."""
@@ -204,8 +236,7 @@ class TrainingLoop:
         try:
             saved = checkpoint.load(path, self.device, ("config",))
             if saved["config"] != self.cfg:
-                print(f"[rnnrepro] {path} was written for a different config; starting this cell afresh",
-                      file=sys.stderr)
+                LOGGER.info(f"{path} was written for a different config; starting this cell afresh")
                 return False
             missing = [key for key in ("model", "optimizer", "rng", "progress", "task") if key not in saved]
             if missing:
@@ -231,17 +262,19 @@ class TrainingLoop:
             kept = ""
             if e.path.exists():
                 kept = f"; moved it to {checkpoint.move_aside(e.path)} (delete that once you no longer need it)"
-            print(f"[rnnrepro] warning: {e}{kept}; starting this cell afresh", file=sys.stderr)
+            LOGGER.warning(f"warning: {e}{kept}; starting this cell afresh")
             return False
         self.progress = p = progress
         self._earlier_wall = p.wall_seconds
-        print(f"[rnnrepro] resuming from {path}: epoch {p.epoch}, {t.position_unit} {p.position}, "
-              f"iteration {p.iteration}", file=sys.stderr)
+        write_history(self.run_dir, p.history)  # as of this checkpoint
+        LOGGER.info(f"resuming from {path}: epoch {p.epoch}, {t.position_unit} {p.position}, "
+                    f"iteration {p.iteration}")
         return True
 
     def start_afresh(self) -> None:
         for stale in (checkpoint.LAST, checkpoint.BEST):
             (self.ckpt_dir / stale).unlink(missing_ok=True)
+        (self.run_dir / HISTORY).unlink(missing_ok=True)  # an earlier attempt's rows
         self.task.start(self.progress)
         if self.task.check_at_start:
             self._check()
@@ -251,6 +284,7 @@ class TrainingLoop:
     # ---- training ------------------------------------------------------------------------
     def _check(self) -> None:
         p = self.progress
+        self.record.write(phase="validating")
         row = self.task.validate(p)
         problem = loss_problem(row["val_loss"], "validation")
         if problem:
@@ -258,13 +292,15 @@ class TrainingLoop:
         p.history.append(row)
         self.task.after_validation(row, p)
         p.loss_sum, p.loss_batches, p.check_items, p.check_seconds = 0.0, 0, 0, 0.0
-        self.save()
-        print(f"[rnnrepro] {self.task.report(row, p)}", file=sys.stderr)
+        self.save()  # first the checkpoint: history.csv never holds a row a resume would not have
+        write_history(self.run_dir, p.history)
+        self.record.write(phase="training")
+        LOGGER.info(self.task.report(row, p))
 
     def _epoch(self, stop: StopFlag) -> None:
         t, p = self.task, self.progress
-        bar = tqdm(total=t.epoch_length(), initial=p.position, desc=f"epoch {p.epoch}/{self.cfg['recipe']['epochs']}",
-                   unit="step", file=sys.stderr, mininterval=1 if sys.stderr.isatty() else 30)
+        bar = console.progress(t.epoch_length(), f"epoch {p.epoch}/{self.cfg['recipe']['epochs']}", t.position_unit,
+                               initial=p.position)
         try:
             for batch in t.batches(p):
                 started = time.perf_counter()
@@ -299,31 +335,47 @@ class TrainingLoop:
         finally:
             bar.close()
         p.epoch, p.batch, p.position = p.epoch + 1, 0, 0
+        self.record.write()
 
     def fit(self) -> None:
+        self.record.write(phase="training")
         with StopFlag() as stop:
             while not self.progress.finished:
                 self._epoch(stop)
 
-    def finish(self, run_dir: Path) -> dict:
+    def finish(self) -> dict:
         """Final metrics, and the run folder's outputs."""
         t, p = self.task, self.progress
+        self.record.write(phase="final evaluation")
         metrics = {**t.final_metrics(p), "wall_seconds": self.wall_seconds(), **provenance(self.device),
                    **precision.describe(self.cfg["precision"])}
-        write_run_outputs(run_dir, self.cfg, t.model.state_dict(), p.history, metrics)
+        write_run_outputs(self.run_dir, self.cfg, t.model.state_dict(), p.history, metrics)
         return metrics
 
 
 def run_cell(run_dir: Path, cfg: dict, device: torch.device, make_task) -> dict:
     """Train one cell on ``device``: ``make_task(cfg, run_dir, device)`` builds the task (after the seed
-    is set)."""
-    start_run(run_dir, cfg)
-    task = make_task(cfg, run_dir, device)
-    loop = TrainingLoop(cfg, task, run_dir, device)
-    if not loop.try_resume():
-        loop.start_afresh()
-    loop.fit()
-    metrics = loop.finish(run_dir)
-    print(f"[rnnrepro] done: {task.summary(metrics)}, {metrics['params']:,} params, "
-          f"{metrics['wall_seconds']:.0f}s", file=sys.stderr)
+    is set). progress.json says how it went, whatever happens; the exception, if any, goes on to the
+    caller."""
+    record = ProgressFile(run_dir, cell_name(cfg), snapshot=dict)  # the loop's snapshot once there is one
+    try:
+        start_run(run_dir, cfg)  # config.json first
+        record.start()
+        task = make_task(cfg, run_dir, device)
+        loop = TrainingLoop(cfg, task, run_dir, device, record)
+        if not loop.try_resume():
+            loop.start_afresh()
+        loop.fit()
+        metrics = loop.finish()
+    except TrainingInterrupted:
+        record.end("interrupted", stopped_by="SIGTERM (a resume checkpoint was written)")
+        raise
+    except KeyboardInterrupt:
+        record.end("interrupted", stopped_by="Ctrl-C (a rerun resumes from the last validation check)")
+        raise
+    except Exception as e:
+        record.end("failed", error=f"{type(e).__name__}: {e}")
+        raise
+    record.end("done")
+    LOGGER.info(f"done: {task.summary(metrics)}, {metrics['params']:,} params, {metrics['wall_seconds']:.0f}s")
     return metrics
