@@ -530,15 +530,6 @@ def test_dry_run_plans_the_scorecard(tmp_path_factory, budget):
     assert "rule claims:" in out and "notebook_pru_table1" in out and "notebook_lru_accuracy" in out
 
 
-@pytest.mark.slow
-def test_smoke_pipeline_scorecard(smoke_project):
-    card = pd.read_csv(smoke_project / "results/tables/claims.csv")
-    assert {"pru", "lru", "nlstm"} <= set(card["study"])
-    assert (card["verdict"] == NOT_TESTED).all() and card["reason"].str.startswith("synthetic data").all()
-    assert (card["budget"] == "smoke").all()
-    assert (smoke_project / "results/figures/claims.png").stat().st_size > 0
-
-
 def test_claims_rule_command_writes_the_scorecard(tmp_path):
     """The claims rule's command (python -m rnnrepro.analysis.claims) on a hand-written nlstm table."""
     project = copy_project(tmp_path)
