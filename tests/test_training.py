@@ -133,6 +133,61 @@ def test_initialisation_schemes(tie_weights):
         LanguageModel(500, "lstm", 64, 64, 1, tie_weights, {}, dropouts, init="xavier")
 
 
+def test_uniform_all_initialises_every_parameter():
+    """uniform_all (Zaremba et al.'s code): every parameter, the LSTM's weights and both biases
+    included, U(-0.1, 0.1); a 16-wide nn.LSTM would otherwise start at U(+-1/4)."""
+    dropouts = Dropouts("elementwise", 0.0, 0.0, 0.0, 0.0, 0.0)
+    torch.manual_seed(0)
+    model = LanguageModel(500, "lstm", 16, 16, 2, False, {}, dropouts, init="uniform_all")
+    for name, parameter in model.named_parameters():
+        assert parameter.abs().max() <= 0.1, name
+        assert parameter.abs().max() > 0.08, name  # drawn across the whole range, not left at zero
+    torch.manual_seed(0)
+    default = LanguageModel(500, "lstm", 16, 16, 2, False, {}, dropouts)
+    assert default.layers[0].rnn.bias_hh_l0.abs().max() > 0.1
+
+
+def sgd_schedule_config(corpus_dir: Path) -> dict:
+    """Zaremba et al.'s recipe on the synthetic corpus: plain SGD, the rate halved from epoch 2 on."""
+    return smoke_config(corpus_dir, "zaremba_small", epochs=3, lr_decay_start=2, ar_alpha=0.0, tar_beta=0.0)
+
+
+def test_sgd_step_schedule_lowers_the_rate_per_epoch(corpus_dir, tmp_path):
+    cfg = sgd_schedule_config(corpus_dir)
+    assert cfg["recipe"]["optimizer"] == "sgd" and cfg["architecture"]["init"] == "uniform_all"
+    code, err = finished(train_cli(tmp_path / "sgd", cfg))
+    assert code == 0, err
+    history = pd.read_csv(tmp_path / "sgd" / "history.csv")
+    lr = cfg["recipe"]["lr"]
+    assert history["lr"].tolist() == [lr, lr / 2, lr / 4]
+    assert not history["averaging"].any()
+
+
+def test_sgd_step_schedule_resumes_bit_for_bit(corpus_dir, tmp_path):
+    """Killed inside epoch 3 (the second at a lowered rate), the run resumes on the same rates: the
+    schedule is derived from the epoch in the checkpoint."""
+    cfg = sgd_schedule_config(corpus_dir)
+    code, err = finished(train_cli(tmp_path / "uninterrupted", cfg))
+    assert code == 0, err
+    run_dir = tmp_path / "killed"
+    proc = train_cli(run_dir, cfg)
+    deadline, log = time.time() + 300, ""
+    while "epoch 2:" not in log:  # printed after epoch 2's checkpoint is written
+        line = proc.stderr.readline()
+        assert line or proc.poll() is None, "training ended before it could be killed"
+        log += line
+        assert time.time() < deadline
+    time.sleep(0.5)  # now inside epoch 3
+    proc.kill()
+    proc.wait()
+    assert not (run_dir / "metrics.json").exists()
+    code, err = finished(train_cli(run_dir, cfg))
+    assert code == 0, err
+    assert "resuming from" in err and "epoch 3" in err
+    assert numbers(run_dir / "metrics.json") == numbers(tmp_path / "uninterrupted" / "metrics.json")
+    assert history_without_timing(run_dir) == history_without_timing(tmp_path / "uninterrupted")
+
+
 def test_lru_models_use_the_authors_initialisation():
     run_config = yaml.safe_load((REPO_ROOT / "config" / "config.yaml").read_text())
     lru_cfg = grid.resolve_cell(load_study("lru"), run_config, grid.Cell("lru", "ptb_char", "lru_24m", 100, 1111, "paper"))
