@@ -34,6 +34,7 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
+from matplotlib.ticker import MaxNLocator
 
 from rnnrepro.analysis import pru
 from rnnrepro.analysis.results import read_cells
@@ -60,8 +61,8 @@ for row in table.itertuples():
     ax.axhline(row.paper_test_ppl, color="black", linestyle=":", label=f"paper: test {row.paper_test_ppl:g}")
     ax.plot(histories["epoch"].max(), row.test_ppl, "s", color="tab:red",
             label=f"ours: test {row.test_ppl:.1f} ({row.budget} budget)")
-ax.set(xlabel="epoch", ylabel="perplexity", yscale="log",
-       title="Zaremba et al. (2014) small LSTM on PTB: our trainer against Table 1")
+ax.set(xlabel="epoch", ylabel="perplexity", title="Zaremba et al. (2014) small LSTM on PTB: our trainer against Table 1")
+ax.xaxis.set_major_locator(MaxNLocator(integer=True))
 ax.legend(fontsize=8)
 fig.savefig(figures[0], dpi=120, bbox_inches="tight")
 plt.show()
