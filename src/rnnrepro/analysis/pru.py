@@ -246,7 +246,8 @@ def calibration_table(cells: pd.DataFrame, histories: pd.DataFrame, study: dict)
     means = cells.groupby(keys, sort=False)[["epochs", "train_minutes", "last_epoch_val_ppl"]].mean().reset_index()
     table = table.merge(means, on=keys, how="left").merge(paper_values(study, "calibration"),
                                                            on=["dataset", "model"], how="left")
-    return _ordered(table, study["artifacts"]["calibration"])
+    spec = study["artifacts"]["calibration"]
+    return in_order(table, {"dataset": spec["datasets"], "model": spec["models"]})
 
 
 # --- Figure 4 ----------------------------------------------------------------------------------------
