@@ -276,9 +276,10 @@ def print_before_after(before: dict, after: dict) -> None:
 
 
 def child_command(args: argparse.Namespace, output: Path, breakdown: bool) -> list[str]:
-    return [sys.executable, str(Path(__file__).with_name("cells.py")), "--shapes", "cpu", "--studies", *args.studies,
-            "--threads", str(args.threads), "--repeats", str(args.repeats), "--json", str(output),
-            *(["--breakdown"] if breakdown else [])]
+    """This file as a script: it imports nothing of rnnrepro before it measures, so it runs against any
+    checkout, older ones included."""
+    return [sys.executable, __file__, "--studies", *args.studies, "--threads", str(args.threads),
+            "--repeats", str(args.repeats), "--json", str(output), *(["--breakdown"] if breakdown else [])]
 
 
 def run_child(args: argparse.Namespace, source: Path, breakdown: bool) -> dict:
@@ -301,7 +302,7 @@ def merge(rounds: list[dict]) -> dict:
 
 def main(args: argparse.Namespace) -> None:
     """``--shapes cpu`` of benchmarks/cells.py."""
-    if args.json:   # a measuring process of --against, or a plain run that keeps its numbers
+    if args.json:   # a measuring process of --against, or a run that keeps its raw numbers
         start_like_a_job(args.threads)
         Path(args.json).write_text(json.dumps(measure(args.studies, 1, args.repeats, args.breakdown)))
         return
@@ -324,3 +325,13 @@ def main(args: argparse.Namespace) -> None:
     if args.breakdown:
         print("\nWhere the step's time goes, after:")
         print_single(run_child(args, after_source, breakdown=True), breakdown=True)
+
+
+if __name__ == "__main__":   # a measuring process of --against (child_command)
+    parser = argparse.ArgumentParser(description="one measuring process of benchmarks/cells.py --shapes cpu --against")
+    parser.add_argument("--studies", nargs="+", required=True, choices=list(CPU_MODELS))
+    parser.add_argument("--threads", type=int, required=True)
+    parser.add_argument("--repeats", type=int, required=True)
+    parser.add_argument("--json", required=True)
+    parser.add_argument("--breakdown", action="store_true")
+    main(parser.parse_args())
