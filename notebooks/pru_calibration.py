@@ -30,22 +30,16 @@ tables = ["results/tables/pru_calibration.csv"]
 figures = ["results/figures/pru_calibration.png"]
 
 # %%
-import matplotlib
-
-matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 from matplotlib.ticker import MaxNLocator
 
 from rnnrepro.analysis import pru
-from rnnrepro.analysis.results import read_cells
-from rnnrepro.configuration import load_study
+from rnnrepro.analysis.notebook import save, save_figure, setup
 
-study_config = load_study(study)
-cells = read_cells(metrics_files)
+study_config, cells = setup(study, metrics_files)
 histories = pru.read_histories(metrics_files)
 table = pru.calibration_table(cells, histories, study_config)
-assert table[["val_ppl", "test_ppl"]].notna().all().all(), "a cell has no perplexity"
-table.to_csv(tables[0], index=False)
+save(table, tables[0], complete=["val_ppl", "test_ppl"])
 table
 
 # %% [markdown]
@@ -64,5 +58,4 @@ for row in table.itertuples():
 ax.set(xlabel="epoch", ylabel="perplexity", title="Zaremba et al. (2014) small LSTM on PTB: our trainer against Table 1")
 ax.xaxis.set_major_locator(MaxNLocator(integer=True))
 ax.legend(fontsize=8)
-fig.savefig(figures[0], dpi=120, bbox_inches="tight")
-plt.show()
+save_figure(fig, figures[0])

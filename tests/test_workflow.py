@@ -77,12 +77,12 @@ def test_slurm_profile_without_slurm_warns_on_a_dry_run_and_stops_a_run(project,
 
     said = "sbatch, squeue, sacct are not on PATH: this machine has no SLURM"
     local = "`snakemake --cores N all`"
-    planned = run("results/tables/nlstm_models.csv", "-n")
+    planned = run("results/paper/tables/nlstm_models.csv", "-n")
     output = planned.stdout + planned.stderr  # a dry run logs to stdout
     assert planned.returncode == 0, output[-2000:]
     assert said in output and local in output and "a run would stop here" in output
     assert "notebook_nlstm_models" in output  # the plan is still shown
-    stopped = run("results/tables/nlstm_models.csv")
+    stopped = run("results/paper/tables/nlstm_models.csv")
     output = stopped.stdout + stopped.stderr
     assert stopped.returncode != 0
     assert said in output and local in output
