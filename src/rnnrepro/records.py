@@ -446,7 +446,7 @@ class Grower:
         metrics = json.loads(Path(unit.cells[-1].run_dir, "metrics.json").read_text())
         value = next((f"{k} {metrics[k]:.4g}" for k in ("val_ppl", "val_loss", "val_cross_entropy")
                       if isinstance(metrics.get(k), (int, float))), "")
-        return f"{value}, {metrics.get('wall_seconds', 0) / 60:.1f} min".lstrip(", ")
+        return f"{value}, trained in {metrics.get('wall_seconds', 0) / 60:.1f} min".lstrip(", ")
 
     def work(self) -> None:
         while (unit := self.next_unit()) is not None:
@@ -476,8 +476,8 @@ class Grower:
             if self.args.commit:
                 self.commit(unit, written, summary)
             self.done.append(unit.name)
-            self.say(f"recorded {unit.name}: {summary} ({(time.monotonic() - started) / 60:.1f} min with its "
-                     f"evaluations)")
+            self.say(f"recorded {unit.name}: {summary} (this run of the unit, evaluations included: "
+                     f"{(time.monotonic() - started) / 60:.1f} min)")
 
     def stop_running(self) -> None:
         """SIGTERM to every running unit's process group: training writes its resume checkpoint."""
