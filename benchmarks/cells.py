@@ -5,6 +5,12 @@
     python benchmarks/cells.py --cells lrn sru --shapes small
     python benchmarks/cells.py --device cuda            # on a GPU: cuDNN's LSTM is the reference row
     python benchmarks/cells.py --device cuda --eager    # the same without the GPU fast paths (before/after)
+    python benchmarks/cells.py --shapes cpu --breakdown               # the cpu budget's models, a whole step
+    python benchmarks/cells.py --shapes cpu --against ../before --rounds 3   # ... before (another checkout) and after
+
+``--shapes cpu`` times whole training steps of every study's cpu-budget models instead of single
+layers, one thread, relative to the LSTM of the same study and size (benchmarks/cpu_budget_steps.py
+says how).
 
 One layer per cell, on random input that requires a gradient (as an embedding's output does); a
 timed run is forward, sum of the outputs, backward, timed by rnnrepro.timing (torch.utils.benchmark.Timer);
@@ -34,6 +40,7 @@ from dataclasses import dataclass
 
 import torch
 
+import cpu_budget_steps
 from rnnrepro import console, precision
 from rnnrepro.cells import CELLS, build_layer, gpu
 from rnnrepro.cells.recurrence import StepProduct, weight_grad
@@ -55,6 +62,7 @@ SHAPES = {
 # options of the cells that need them (PRU: g must divide 1150); the studies' settings may differ
 CELL_OPTIONS = {"pru": {"groups": 2, "levels": 2}, "nested_lstm": {"depth": 2}, "rhn": {"recurrence_depth": 2},
                 "grid_lstm": {"depth": 1}}
+CPU_SHAPE = "cpu"  # whole training steps of the cpu budget's models (cpu_budget_steps.py)
 SQUARE_ONLY = {"ps_lru", "rg_lru", "lru"}
 BASELINE = "lstm"
 FLOOR = "nested_lstm products only"
@@ -68,9 +76,20 @@ def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--cells", nargs="+", default=[cell for cell in CELLS if cell != BASELINE],
                         choices=sorted(CELLS))
-    parser.add_argument("--shapes", nargs="+", default=list(SHAPES), choices=list(SHAPES))
+    parser.add_argument("--shapes", nargs="+", default=list(SHAPES), choices=[*SHAPES, CPU_SHAPE],
+                        help=f"layer shapes (default: {' '.join(SHAPES)}); {CPU_SHAPE!r}: whole training steps of "
+                             f"the cpu budget's models")
     parser.add_argument("--quick", action="store_true", help="1 warm-up and about 3 timed runs instead of 2 and 9")
-    parser.add_argument("--threads", type=int, default=torch.get_num_threads())
+    parser.add_argument("--threads", type=int, help="default: 1 with --shapes cpu (the cpu grid runs one thread "
+                                                    "per job), else torch's default")
+    cpu = parser.add_argument_group(f"--shapes {CPU_SHAPE}")
+    cpu.add_argument("--studies", nargs="+", default=list(cpu_budget_steps.CPU_MODELS),
+                     choices=list(cpu_budget_steps.CPU_MODELS))
+    cpu.add_argument("--repeats", type=int, default=5, help="timed round-robin repeats after 1 warm-up (default 5)")
+    cpu.add_argument("--breakdown", action="store_true", help="split each step: head, recurrence, rest, operators")
+    cpu.add_argument("--against", metavar="DIR", help="another checkout to time as 'before' (this one is 'after')")
+    cpu.add_argument("--rounds", type=int, default=3, help="alternating before/after rounds of --against (default 3)")
+    cpu.add_argument("--json", metavar="FILE", help="write the raw step times to FILE instead of a table")
     parser.add_argument("--floor", action="store_true", help="add the nested_lstm products-only row")
     parser.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
     parser.add_argument("--precision", default=precision.DEFAULT, choices=precision.PRECISIONS,
@@ -80,6 +99,10 @@ def parse_args() -> argparse.Namespace:
     args = parser.parse_args()
     if args.device == "cuda" and not torch.cuda.is_available():
         parser.error("--device cuda: torch sees no CUDA GPU (torch.cuda.is_available() is False)")
+    if CPU_SHAPE in args.shapes and args.device != "cpu":
+        parser.error(f"--shapes {CPU_SHAPE} times the cpu budget's training steps on a CPU; drop --device")
+    if args.threads is None:
+        args.threads = 1 if args.shapes == [CPU_SHAPE] else torch.get_num_threads()
     return args
 
 
@@ -203,6 +226,11 @@ def print_table(name: str, shape: Shape, rows: list[dict], device: str) -> None:
 def main() -> None:
     args = parse_args()
     console.setup_logging()
+    if CPU_SHAPE in args.shapes:
+        cpu_budget_steps.main(args)
+        args.shapes = [name for name in args.shapes if name != CPU_SHAPE]
+        if not args.shapes:
+            return
     torch.set_num_threads(args.threads)
     precision.apply(args.precision)
     warmup, repeats = (1, 3) if args.quick else (2, 9)

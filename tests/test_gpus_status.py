@@ -25,7 +25,7 @@ import yaml
 from conftest import copy_project, finished, snakemake, train_cli
 
 from rnnrepro import gpus, grid, status
-from rnnrepro.configuration import REPO_ROOT, load_study
+from rnnrepro.configuration import REPO_ROOT, load_run_config, load_study, load_yaml
 from rnnrepro.data import fetch, prepare
 from rnnrepro.train.progress_file import ProgressFile
 
@@ -390,6 +390,21 @@ def test_status_names_an_unknown_study(results_tree):
     out = subprocess.run([sys.executable, "-m", "rnnrepro.status", "--study", "prx"], cwd=results_tree,
                          capture_output=True, text=True, timeout=120)
     assert out.returncode == 1 and "--study prx: no such study; the studies are " in out.stderr
+
+
+def test_status_of_one_artifact_lists_its_cells(results_tree):
+    """From an artifact's name to its cells in one step: `--artifact pru_table1`."""
+    out = subprocess.run([sys.executable, "-m", "rnnrepro.status", "--artifact", "pru_dynamic_eval", "--budget",
+                          "smoke", "--format", "csv"], cwd=results_tree, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    rows = list(csv.DictReader(io.StringIO(out.stdout)))
+    study = load_study("pru")
+    config = load_run_config({**load_yaml(REPO_ROOT / "config/config.yaml"), "budget": "smoke"})
+    expected = grid.artifact_cells(study, config, "dynamic_eval")
+    assert [(r["model"], int(r["seed"])) for r in rows] == sorted((c.model, c.seed) for c in expected)
+    bad = subprocess.run([sys.executable, "-m", "rnnrepro.status", "--artifact", "pru_tabel1"], cwd=results_tree,
+                         capture_output=True, text=True, timeout=120)
+    assert bad.returncode == 1 and "--artifact pru_tabel1: study 'pru' has no artifact 'tabel1'" in bad.stderr
 
 
 def test_a_running_cell_whose_process_is_gone_is_interrupted(tmp_path):

@@ -1,9 +1,8 @@
 """Study `lrn`: the LM's exact parameter counts, the mixture-of-softmaxes head, the cells in the LRN
 authors' forms (their equations on their joint matrices, step by step, and one step by hand), their
 initialisation, weight drop as released / as intended, the unfolded LRN weights against the closed
-form, the study file, and the study's smoke artifacts (a run of the lrn targets only)."""
+form, and the study file (the smoke artifacts: tests/test_smoke_run.py)."""
 
-import json
 import math
 
 import pandas as pd
@@ -326,27 +325,3 @@ def test_claims_hold_on_the_papers_own_numbers(study):
     verdicts = evaluate_study(study, run_config("paper"), tables)
     assert len(verdicts) == 1 + 2 + 10 + 10 + 1 + 2
     assert [v["claim"] for v in verdicts if v["verdict"] != HELD] == []
-
-
-# --- the smoke artifacts --------------------------------------------------------------------------------
-
-LRN_TARGETS = ["results/tables/lrn_lm.csv", "results/figures/lrn_lm.png", "results/tables/lrn_speed.csv",
-               "results/figures/lrn_speed.png", "results/tables/lrn_unfolded.csv", "results/figures/lrn_unfolded.png"]
-
-
-@pytest.mark.slow
-def test_smoke_artifacts_exist_with_every_stage(smoke_project):
-    for target in LRN_TARGETS:
-        assert (smoke_project / target).stat().st_size > 0, target
-    lm = pd.read_csv(smoke_project / "results/tables/lrn_lm.csv")
-    assert set(lm["stage"]) == {"base", "finetune", "dynamic"} and set(lm["corpus"]) == {"synth_ptb"}
-    assert lm[["val_ppl", "test_ppl"]].notna().all().all() and lm["paper_test_ppl"].notna().all()
-    assert (lm["weight_drop"] == "as released (none)").all()
-    speed = pd.read_csv(smoke_project / "results/tables/lrn_speed.csv")
-    assert list(speed["model"]) == CELLS and speed.loc[0, "lm_ratio"] == 1.0
-    assert speed["paper_snli_ratio"].round(3).tolist() == [1.0, 0.935, 0.802, 0.985, 0.798]
-    unfolded = pd.read_csv(smoke_project / "results/tables/lrn_unfolded.csv")
-    assert set(unfolded["activation"]) == {"identity", "tanh"}
-    assert unfolded["weight_to_last"].between(0, 1).all()
-    speed_json = json.loads((smoke_project / "results/speed/lrn.json").read_text())
-    assert speed_json["batch_size"] == 4   # the smoke budget's shapes reached the benchmark

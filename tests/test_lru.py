@@ -1,5 +1,6 @@
 """The LRU study: character-level splits, sizing to a parameter budget, the grid and its budgets, the
-convergence metric and early stopping, a dry run of the paper grid, and the smoke run's artifacts."""
+convergence metric and early stopping, and a dry run of the paper grid (the smoke run's artifacts:
+tests/test_smoke_run.py)."""
 
 import io
 import json
@@ -242,25 +243,3 @@ def test_dry_run_of_the_paper_grid_lists_every_cell(tmp_path, study):
     assert re.search(r"train_cell\s+154\b", out)
     for raw in ("ptb_char/simple-examples.tgz", "warpeace/warpeace_input.txt", "enwik8/enwik8.zip", "text8/text8.zip"):
         assert f"data/raw/{raw}" in out
-
-
-@pytest.mark.slow
-def test_smoke_run_produces_every_lru_artifact(smoke_project, study):
-    for name in ("lru_curves", "lru_variant_curves", "lru_convergence", "lru_stat_efficiency",
-                 "lru_variant_stat_efficiency"):
-        assert (smoke_project / f"results/figures/{name}.png").stat().st_size > 10_000, name
-    accuracy = pd.read_csv(smoke_project / "results/tables/lru_accuracy.csv")
-    assert len(accuracy) == 7 and set(accuracy["seeds"]) == {2} and set(accuracy["corpus"]) == {"synth_char_small"}
-    assert accuracy["test_loss"].map(math.isfinite).all() and accuracy["paper_test_loss"].notna().all()
-    assert accuracy["test_bpc"].tolist() == pytest.approx((accuracy["test_loss"] / math.log(2)).tolist())
-    convergence = pd.read_csv(smoke_project / "results/tables/lru_convergence.csv")
-    assert set(convergence["dataset"]) == {"all", "ptb_char"} and (convergence["runs"] == 2).all()
-    efficiency = pd.read_csv(smoke_project / "results/tables/lru_stat_efficiency.csv")
-    assert len(efficiency) == 2 * 2 * 2 and set(efficiency["dataset"]) == {"ptb_char", "text8"}
-    tokens = efficiency.pivot_table(index="model", columns="fraction", values="train_tokens")
-    assert (tokens[20] < tokens[100]).all()
-    for path in (smoke_project / "results/runs/lru").rglob("metrics.json"):
-        metrics = json.loads(path.read_text())
-        history = pd.read_csv(path.parent / "history.csv")
-        assert metrics["params"] > 0 and metrics["param_budget"] in (10_000, 24_000)
-        assert lru.epochs_to_best(history) == metrics["best_epoch"]

@@ -1,23 +1,21 @@
 """Study `nlstm` (text8 autocomplete): the dataset construction on a fixture text, the published
-parameter counts, the autocomplete trainer (outputs, resume after a kill, NaN), and the workflow
-(paper-budget dry run, end-to-end smoke run of the study's artifacts)."""
+parameter counts, and the paper-budget dry run. The autocomplete trainer (outputs, resume after a kill,
+NaN) is tested in tests/test_training.py, the smoke run's artifacts in tests/test_smoke_run.py."""
 
 import json
 import math
 import re
-import time
 from pathlib import Path
 
 import numpy as np
-import pandas as pd
 import pytest
 import torch
 import yaml
-from conftest import copy_project, finished, numbers, snakemake, train_cli
+from conftest import copy_project, snakemake
 
 from rnnrepro import grid
 from rnnrepro.configuration import REPO_ROOT, load_study
-from rnnrepro.data import DataError, fetch, prepare
+from rnnrepro.data import DataError
 from rnnrepro.data.autocomplete import (AUTOCOMPLETE_DATASETS, PAD_ID, UNK_ID, AutocompleteSpec, build,
                                         load_classes, load_split)
 from rnnrepro.train.autocomplete import build_model, evaluate
@@ -157,87 +155,6 @@ def test_published_parameter_counts(model, recurrent):
 
 
 # --------------------------------------------------------------------------------------------------
-# The trainer on the synthetic stand-in
-
-
-@pytest.fixture(scope="module")
-def synthetic_dir(tmp_path_factory) -> Path:
-    root = tmp_path_factory.mktemp("autocomplete")
-    prepare("synth_char", fetch("synth_char", root / "raw"), root / "synth_char")
-    build("synth_autocomplete", root / "synth_char", root / "synth_autocomplete")
-    return root / "synth_autocomplete"
-
-
-def smoke_cell(data_dir: Path, model: str = "gru_2x600", **recipe) -> dict:
-    run_config = yaml.safe_load((REPO_ROOT / "config" / "config.yaml").read_text())
-    run_config.update(budget="smoke", device="cpu", threads=1)
-    cfg = grid.resolve_cell(load_study("nlstm"), run_config,
-                            grid.Cell("nlstm", "synth_autocomplete", model, 100, 5, "smoke"))
-    cfg["data"] = {"dir": str(data_dir), "train_file": str(data_dir / "train.txt")}
-    cfg["architecture"].update(embedding_size=16, hidden_size=16)
-    cfg["recipe"].update(epochs=2, validation_every=5, **recipe)
-    return cfg
-
-
-def history_without_timing(run_dir: Path) -> pd.DataFrame:
-    return pd.read_csv(run_dir / "history.csv").drop(columns=["seconds", "sequences_per_s"])
-
-
-@pytest.fixture(scope="module")
-def reference_run(tmp_path_factory, synthetic_dir):
-    run_dir = tmp_path_factory.mktemp("runs") / "reference"
-    cfg = smoke_cell(synthetic_dir)
-    code, err = finished(train_cli(run_dir, cfg))
-    assert code == 0, err
-    return run_dir, cfg
-
-
-def test_trainer_outputs(reference_run):
-    run_dir, cfg = reference_run
-    assert json.loads((run_dir / "config.json").read_text()) == cfg
-    metrics = json.loads((run_dir / "metrics.json").read_text())
-    train_observations = 865
-    batches = math.ceil(train_observations / cfg["recipe"]["batch_size"])
-    assert metrics["iterations"] == 2 * batches and metrics["train_sequences"] == 2 * train_observations
-    assert metrics["classes"] == 130
-    assert metrics["params"] == metrics["params_embedding"] + metrics["params_recurrent"] + metrics["params_dense"]
-    assert 0 < metrics["test_accuracy"] < 1 and math.isfinite(metrics["test_cross_entropy"])
-    assert metrics["test_cross_entropy"] < math.log(130)  # it learned something in two passes
-    history = pd.read_csv(run_dir / "history.csv")
-    # a check before training, every 5 batches, and at the last batch
-    assert history["iteration"].tolist() == [*range(0, 2 * batches, 5), 2 * batches]
-    assert history["val_loss"].iloc[-1] < history["val_loss"].iloc[0]
-    saved = torch.load(run_dir / "model.pt", weights_only=False)
-    assert saved["config"] == cfg
-
-
-def test_killed_run_resumes_to_the_same_result(reference_run, tmp_path):
-    _, cfg = reference_run
-    run_dir = tmp_path / "killed"
-    proc = train_cli(run_dir, cfg)
-    deadline = time.time() + 300
-    while "iteration 10/" not in proc.stderr.readline():  # printed after that check's checkpoint
-        assert proc.poll() is None, "training ended before it could be killed"
-        assert time.time() < deadline
-    proc.kill()
-    proc.wait()
-    assert not (run_dir / "metrics.json").exists()
-    code, err = finished(train_cli(run_dir, cfg))
-    assert code == 0, err
-    assert "resuming from" in err
-    assert numbers(run_dir / "metrics.json") == numbers(reference_run[0] / "metrics.json")
-    pd.testing.assert_frame_equal(history_without_timing(run_dir), history_without_timing(reference_run[0]))
-
-
-def test_nan_loss_stops_with_a_clear_error(synthetic_dir, tmp_path):
-    code, err = finished(train_cli(tmp_path / "nan", smoke_cell(synthetic_dir, lr=1e36)))
-    assert code == 1
-    assert re.search(r"the (training|validation) loss is (nan|inf)", err), err
-    assert "Lower `lr`" in err
-    assert not (tmp_path / "nan" / "metrics.json").exists()
-
-
-# --------------------------------------------------------------------------------------------------
 # The workflow
 
 
@@ -251,20 +168,3 @@ def test_paper_dry_run_lists_the_three_cells(tmp_path):
     assert planned == {("text8_autocomplete", model) for model in MODELS}
     assert re.search(r"train_cell\s+3\b", out)
     assert "data/raw/text8/text8.zip" in out and "data/processed/text8_autocomplete/train.txt" in out
-
-
-@pytest.mark.slow
-def test_smoke_run_produces_the_nlstm_artifacts(smoke_project):
-    project = smoke_project
-    models = pd.read_csv(project / "results/tables/nlstm_models.csv")
-    assert models["model"].tolist() == MODELS and models["equal_to_paper"].all()
-    test = pd.read_csv(project / "results/tables/nlstm_test.csv")
-    assert test["model"].tolist() == MODELS and (test["corpus"] == "synth_autocomplete").all()
-    for column in ("test_cross_entropy", "test_accuracy_pct", "paper_test_cross_entropy", "paper_test_accuracy_pct"):
-        assert test[column].map(math.isfinite).all(), column
-    for row in test.itertuples():
-        metrics = json.loads((project / f"results/runs/nlstm/synth_autocomplete/{row.model}/frac100/"
-                              f"seed{row.seed}/metrics.json").read_text())
-        assert metrics["test_cross_entropy"] == pytest.approx(row.test_cross_entropy)
-    for figure in ("nlstm_convergence", "nlstm_examples"):
-        assert (project / f"results/figures/{figure}.png").stat().st_size > 10_000

@@ -1,39 +1,81 @@
-"""The pins: requirements.txt is the lock; the conda environments carry the same versions."""
+"""The pins: requirements.txt is the lock, an exact version of everything `make` installs; the conda
+environments (environment.yml for the driver, workflow/envs/rnnrepro.yaml for the rules) carry the same
+versions; the lock holds the package's direct dependencies and the Snakemake the Snakefile asks for.
+Every rule has its conda environment and a log."""
 
 import re
+import tomllib
 
 import yaml
+from packaging.version import Version
 
 from rnnrepro.configuration import REPO_ROOT
 
+PIN = re.compile(r"^([A-Za-z0-9_.-]+)==(\S+)$")
+CONDA_ENVIRONMENTS = [REPO_ROOT / "environment.yml", REPO_ROOT / "workflow/envs/rnnrepro.yaml"]
+EDITABLE_INSTALL = "-e ."  # environment.yml installs the project itself
 
-def pins(lines):
-    return {m.group(1).lower(): m.group(2) for line in lines if (m := re.match(r"^([A-Za-z0-9_.-]+)==(\S+)$", line))}
+
+def normalized(name: str) -> str:
+    """A distribution name as pip compares them (PEP 503): `PyYAML` is `pyyaml`, `a_b` is `a-b`."""
+    return re.sub(r"[-_.]+", "-", name).lower()
 
 
-def conda_pip_pins(path):
+def requirement_lines(path) -> list[str]:
+    """The requirements of a requirements file, comments and blank lines left out."""
+    lines = (line.split("#", 1)[0].strip() for line in path.read_text().splitlines())
+    return [line for line in lines if line]
+
+
+def conda_pip_lines(path) -> list[str]:
     env = yaml.safe_load(path.read_text())
-    pip_section = next(d["pip"] for d in env["dependencies"] if isinstance(d, dict))
-    return pins(pip_section)
+    return next(d["pip"] for d in env["dependencies"] if isinstance(d, dict))
 
 
-def test_requirements_pin_torch_exactly():
-    lock = pins((REPO_ROOT / "requirements.txt").read_text().splitlines())
-    assert lock["torch"] == "2.13.0"
-    assert lock["snakemake"].startswith("9.")
+def pins(lines) -> dict[str, str]:
+    return {normalized(m.group(1)): m.group(2) for line in lines if (m := PIN.match(line))}
+
+
+LOCK = pins(requirement_lines(REPO_ROOT / "requirements.txt"))
+
+
+def test_every_requirement_is_an_exact_pin():
+    """A loose line (`torch`, `numpy>=2`) installs whatever is newest on the day of the install."""
+    files = {path: requirement_lines(path) for path in sorted(REPO_ROOT.glob("requirements*.txt"))}
+    files.update({path: conda_pip_lines(path) for path in CONDA_ENVIRONMENTS})
+    for path, lines in files.items():
+        loose = [line for line in lines if not PIN.match(line) and line != EDITABLE_INSTALL]
+        assert lines and not loose, f"{path.name}: not pinned exactly: {loose}"
 
 
 def test_conda_environments_match_the_lock():
-    lock = pins((REPO_ROOT / "requirements.txt").read_text().splitlines())
-    for env_file in (REPO_ROOT / "environment.yml", REPO_ROOT / "workflow/envs/rnnrepro.yaml"):
-        env = conda_pip_pins(env_file)
+    for env_file in CONDA_ENVIRONMENTS:
+        env = pins(conda_pip_lines(env_file))
         assert env, env_file
-        assert {name: lock.get(name) for name in env} == env, env_file
+        assert {name: LOCK.get(name) for name in env} == env, env_file
+
+
+def test_the_lock_and_the_rules_environment_hold_every_direct_dependency():
+    """pyproject.toml names what the code imports; the lock pins it, and the rules' conda environment
+    (which runs the code from src/, without installing the package) installs it."""
+    direct = [normalized(re.split(r"[<>=!~;\[ ]", d, maxsplit=1)[0])
+              for d in tomllib.loads((REPO_ROOT / "pyproject.toml").read_text())["project"]["dependencies"]]
+    assert "torch" in direct
+    assert [name for name in direct if name not in LOCK] == []
+    rules_env = pins(conda_pip_lines(REPO_ROOT / "workflow/envs/rnnrepro.yaml"))
+    assert [name for name in direct if name not in rules_env] == []
+
+
+def test_the_lock_has_the_snakemake_the_snakefile_asks_for():
+    asked = re.search(r'^min_version\("([^"]+)"\)', (REPO_ROOT / "Snakefile").read_text(), re.M)
+    assert asked, "the Snakefile states no min_version"
+    assert Version(LOCK["snakemake"]) >= Version(asked.group(1))
 
 
 def test_every_rule_has_a_conda_env_and_a_log():
     for smk in (REPO_ROOT / "workflow/rules").glob("*.smk"):
         text = smk.read_text()
         rules = re.findall(r"^\s*rule\b", text, re.M)
-        assert text.count("conda:") == len(rules), smk
-        assert text.count("log:") == len(rules), smk
+        # directives start their line; `{log:q}` in a shell command is not one
+        assert len(re.findall(r"^\s+conda:", text, re.M)) == len(rules), smk
+        assert len(re.findall(r"^\s+log:", text, re.M)) == len(rules), smk

@@ -6,7 +6,6 @@ import json
 import math
 import subprocess
 import sys
-import time
 import zipfile
 from pathlib import Path
 
@@ -148,12 +147,11 @@ def test_status_shows_a_finished_cell_with_damaged_weights(tmp_path):
     run_dir = tmp_path / cell.run_dir
     run_dir.mkdir(parents=True)
     (run_dir / "metrics.json").write_text(json.dumps(METRICS))
-    live = status.Liveness(leased=set(), processes=set(), snakemake=False, now=time.time())
-    assert status.cell_status(tmp_path, cell, "ptb", live).state == "done"  # no weights (rendered from records/)
+    assert status.cell_status(tmp_path, cell, "ptb").state == "done"  # no weights (rendered from records/)
     weights = save_weights(run_dir)
-    assert status.cell_status(tmp_path, cell, "ptb", live).state == "done"
+    assert status.cell_status(tmp_path, cell, "ptb").state == "done"
     truncate(weights)
-    row = status.cell_status(tmp_path, cell, "ptb", live)
+    row = status.cell_status(tmp_path, cell, "ptb")
     assert row.state == "failed"
     assert row.note.startswith("model.pt is damaged") and "delete it and its metrics.json" in row.note
 

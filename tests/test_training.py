@@ -1,5 +1,6 @@
-"""The training CLI on a synthetic corpus: outputs, learning, resume after a kill, SIGTERM, NaN, a loss too
-large for its perplexity, a full disk or unusable run folder, damaged checkpoints, the precision setting."""
+"""The training CLI on synthetic corpora: outputs, learning, resume after a kill, SIGTERM, NaN, a loss too
+large for its perplexity, a full disk or unusable run folder, damaged checkpoints, the precision setting;
+the autocomplete task's outputs, and its resume after a kill and its NaN beside the language model's."""
 
 import errno
 import io
@@ -14,6 +15,8 @@ import subprocess
 import sys
 import time
 from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
@@ -25,6 +28,7 @@ from conftest import finished, numbers, train_cli
 from rnnrepro import grid, precision
 from rnnrepro.configuration import REPO_ROOT, ConfigError, load_run_config, load_study, validate_cell_config
 from rnnrepro.data import fetch, prepare
+from rnnrepro.data.autocomplete import build
 from rnnrepro.models.language_model import Dropouts, LanguageModel
 from rnnrepro.train.checkpoint import DamagedCheckpoint, save_atomic
 from rnnrepro.train.files import RunFolderError, write_atomic
@@ -54,7 +58,7 @@ def smoke_config(corpus_dir: Path, model: str, hidden_size: int = 32, embedding_
 def history_without_timing(run_dir: Path) -> list[str]:
     lines = (run_dir / "history.csv").read_text().splitlines()
     header = lines[0].split(",")
-    keep = [i for i, name in enumerate(header) if name not in {"seconds", "tokens_per_s"}]
+    keep = [i for i, name in enumerate(header) if name not in {"seconds", "tokens_per_s", "sequences_per_s"}]
     return [",".join(row.split(",")[i] for i in keep) for row in lines]
 
 
@@ -129,34 +133,67 @@ def test_initialisation_schemes(tie_weights):
         LanguageModel(500, "lstm", 64, 64, 1, tie_weights, {}, dropouts, init="xavier")
 
 
+def test_uniform_all_initialises_every_parameter():
+    """uniform_all (Zaremba et al.'s code): every parameter, the LSTM's weights and both biases
+    included, U(-0.1, 0.1); a 16-wide nn.LSTM would otherwise start at U(+-1/4)."""
+    dropouts = Dropouts("elementwise", 0.0, 0.0, 0.0, 0.0, 0.0)
+    torch.manual_seed(0)
+    model = LanguageModel(500, "lstm", 16, 16, 2, False, {}, dropouts, init="uniform_all")
+    for name, parameter in model.named_parameters():
+        assert parameter.abs().max() <= 0.1, name
+        assert parameter.abs().max() > 0.08, name  # drawn across the whole range, not left at zero
+    torch.manual_seed(0)
+    default = LanguageModel(500, "lstm", 16, 16, 2, False, {}, dropouts)
+    assert default.layers[0].rnn.bias_hh_l0.abs().max() > 0.1
+
+
+def sgd_schedule_config(corpus_dir: Path) -> dict:
+    """Zaremba et al.'s recipe on the synthetic corpus: plain SGD, the rate halved from epoch 2 on."""
+    return smoke_config(corpus_dir, "zaremba_small", epochs=3, lr_decay_start=2, ar_alpha=0.0, tar_beta=0.0)
+
+
+def test_sgd_step_schedule_lowers_the_rate_per_epoch(corpus_dir, tmp_path):
+    cfg = sgd_schedule_config(corpus_dir)
+    assert cfg["recipe"]["optimizer"] == "sgd" and cfg["architecture"]["init"] == "uniform_all"
+    code, err = finished(train_cli(tmp_path / "sgd", cfg))
+    assert code == 0, err
+    history = pd.read_csv(tmp_path / "sgd" / "history.csv")
+    lr = cfg["recipe"]["lr"]
+    assert history["lr"].tolist() == [lr, lr / 2, lr / 4]
+    assert not history["averaging"].any()
+
+
+def test_sgd_step_schedule_resumes_bit_for_bit(corpus_dir, tmp_path):
+    """Killed inside epoch 3 (the second at a lowered rate), the run resumes on the same rates: the
+    schedule is derived from the epoch in the checkpoint."""
+    cfg = sgd_schedule_config(corpus_dir)
+    code, err = finished(train_cli(tmp_path / "uninterrupted", cfg))
+    assert code == 0, err
+    run_dir = tmp_path / "killed"
+    proc = train_cli(run_dir, cfg)
+    deadline, log = time.time() + 300, ""
+    while "epoch 2:" not in log:  # printed after epoch 2's checkpoint is written
+        line = proc.stderr.readline()
+        assert line or proc.poll() is None, "training ended before it could be killed"
+        log += line
+        assert time.time() < deadline
+    time.sleep(0.5)  # now inside epoch 3
+    proc.kill()
+    proc.wait()
+    assert not (run_dir / "metrics.json").exists()
+    code, err = finished(train_cli(run_dir, cfg))
+    assert code == 0, err
+    assert "resuming from" in err and "epoch 3" in err
+    assert numbers(run_dir / "metrics.json") == numbers(tmp_path / "uninterrupted" / "metrics.json")
+    assert history_without_timing(run_dir) == history_without_timing(tmp_path / "uninterrupted")
+
+
 def test_lru_models_use_the_authors_initialisation():
     run_config = yaml.safe_load((REPO_ROOT / "config" / "config.yaml").read_text())
     lru_cfg = grid.resolve_cell(load_study("lru"), run_config, grid.Cell("lru", "ptb_char", "lru_24m", 100, 1111, "paper"))
     pru_cfg = grid.resolve_cell(load_study("pru"), run_config, grid.Cell("pru", "ptb", "lstm_m1000", 100, 1111, "paper"))
     assert lru_cfg["architecture"]["init"] == "torch" and lru_cfg["recipe"]["test_every_epoch"]
     assert "init" not in pru_cfg["architecture"] and not pru_cfg["recipe"]["test_every_epoch"]
-
-
-def test_killed_run_resumes_bit_for_bit(reference_run, tmp_path):
-    _, cfg = reference_run
-    run_dir = tmp_path / "killed"
-    proc = train_cli(run_dir, cfg)
-    deadline = time.time() + 300
-    log = ""
-    while "epoch 1:" not in log:  # the line is printed after epoch 1's checkpoint is written
-        line = proc.stderr.readline()
-        assert line or proc.poll() is None, "training ended before it could be killed"
-        log += line
-        assert time.time() < deadline
-    time.sleep(0.5)  # now well inside epoch 2
-    proc.kill()
-    proc.wait()
-    assert not (run_dir / "metrics.json").exists()
-    code, err = finished(train_cli(run_dir, cfg))
-    assert code == 0, err
-    assert "resuming from" in err
-    assert numbers(run_dir / "metrics.json") == numbers(reference_run[0] / "metrics.json")
-    assert history_without_timing(run_dir) == history_without_timing(reference_run[0])
 
 
 def test_sigterm_checkpoints_mid_epoch_and_resumes(reference_run, tmp_path):
@@ -184,15 +221,6 @@ def test_changed_config_starts_afresh(reference_run, tmp_path):
     code, err = finished(train_cli(run_dir, dict(cfg, recipe=dict(cfg["recipe"], epochs=1, lr=10.0))))
     assert code == 0, err
     assert "different config" in err
-
-
-def test_nan_loss_stops_with_a_clear_error(corpus_dir, tmp_path):
-    cfg = smoke_config(corpus_dir, "lstm_m1000", lr=1e38, clip=1e38, epochs=1, ar_alpha=0.0, tar_beta=0.0)
-    code, err = finished(train_cli(tmp_path / "nan", cfg))
-    assert code == 1
-    assert "the training loss is nan" in err or "the training loss is inf" in err
-    assert "Lower `lr` or `clip`" in err
-    assert not (tmp_path / "nan" / "metrics.json").exists()
 
 
 def test_gpu_out_of_memory_names_the_cell_and_the_jobs_per_gpu(corpus_dir, tmp_path, monkeypatch, capsys):
@@ -464,3 +492,112 @@ def test_stop_flag_is_set_by_sigterm_and_restores_the_handler():
         os.kill(os.getpid(), signal.SIGTERM)
         assert stop.requested
     assert signal.getsignal(signal.SIGTERM) is before
+
+
+# --- the autocomplete task (study nlstm) on its synthetic stand-in ---------------------------------
+
+@pytest.fixture(scope="module")
+def autocomplete_dir(tmp_path_factory) -> Path:
+    root = tmp_path_factory.mktemp("autocomplete")
+    prepare("synth_char", fetch("synth_char", root / "raw"), root / "synth_char")
+    build("synth_autocomplete", root / "synth_char", root / "synth_autocomplete")
+    return root / "synth_autocomplete"
+
+
+def autocomplete_config(data_dir: Path, model: str = "gru_2x600", **recipe) -> dict:
+    """The smoke budget's config of an autocomplete model, narrowed further to keep these tests fast."""
+    run_config = yaml.safe_load((REPO_ROOT / "config" / "config.yaml").read_text())
+    run_config.update(budget="smoke", device="cpu", threads=1)
+    cfg = grid.resolve_cell(load_study("nlstm"), run_config,
+                            grid.Cell("nlstm", "synth_autocomplete", model, 100, 5, "smoke"))
+    cfg["data"] = {"dir": str(data_dir), "train_file": str(data_dir / "train.txt")}
+    cfg["architecture"].update(embedding_size=16, hidden_size=16)
+    cfg["recipe"].update(epochs=2, validation_every=5, **recipe)
+    return cfg
+
+
+@pytest.fixture(scope="module")
+def autocomplete_reference_run(tmp_path_factory, autocomplete_dir):
+    """An uninterrupted 2-epoch GRU autocomplete run, the baseline of the resume test."""
+    run_dir = tmp_path_factory.mktemp("runs") / "autocomplete_reference"
+    cfg = autocomplete_config(autocomplete_dir)
+    code, err = finished(train_cli(run_dir, cfg))
+    assert code == 0, err
+    return run_dir, cfg
+
+
+def test_autocomplete_outputs(autocomplete_reference_run):
+    run_dir, cfg = autocomplete_reference_run
+    assert json.loads((run_dir / "config.json").read_text()) == cfg
+    metrics = json.loads((run_dir / "metrics.json").read_text())
+    train_observations = 865
+    batches = math.ceil(train_observations / cfg["recipe"]["batch_size"])
+    assert metrics["iterations"] == 2 * batches and metrics["train_sequences"] == 2 * train_observations
+    assert metrics["classes"] == 130
+    assert metrics["params"] == metrics["params_embedding"] + metrics["params_recurrent"] + metrics["params_dense"]
+    assert 0 < metrics["test_accuracy"] < 1 and math.isfinite(metrics["test_cross_entropy"])
+    assert metrics["test_cross_entropy"] < math.log(130)  # it learned something in two passes
+    history = pd.read_csv(run_dir / "history.csv")
+    # a check before training, every 5 batches, and at the last batch
+    assert history["iteration"].tolist() == [*range(0, 2 * batches, 5), 2 * batches]
+    assert history["val_loss"].iloc[-1] < history["val_loss"].iloc[0]
+    saved = torch.load(run_dir / "model.pt", weights_only=False)
+    assert saved["config"] == cfg
+
+
+# --- both tasks: a kill, and a loss that is not finite ---------------------------------------------
+
+@dataclass(frozen=True)
+class Task:
+    """How the resume and NaN tests drive one task's trainer."""
+    reference_run: str      # the fixture with its uninterrupted run: (run folder, config)
+    checkpointed: str       # a log line printed after a checkpoint is written
+    kill_after: float       # seconds from that line to the kill
+    data: str               # the fixture with its prepared corpus
+    diverging: Callable[[Path], dict]   # a config, on that corpus, whose loss leaves the floats
+    loss_error: str         # what the trainer then says (a regular expression)
+    hint: str               # and what to change
+
+
+TASKS = {
+    "language_model": Task("reference_run", "epoch 1:", 0.5, "corpus_dir",  # killed well inside epoch 2
+                           lambda data: smoke_config(data, "lstm_m1000", lr=1e38, clip=1e38, epochs=1, ar_alpha=0.0,
+                                                     tar_beta=0.0),
+                           r"the training loss is (nan|inf)", "Lower `lr` or `clip`"),
+    "autocomplete": Task("autocomplete_reference_run", "iteration 10/", 0.0, "autocomplete_dir",
+                         lambda data: autocomplete_config(data, lr=1e36),
+                         r"the (training|validation) loss is (nan|inf)", "Lower `lr`"),
+}
+
+
+@pytest.mark.parametrize("task", TASKS)
+def test_killed_run_resumes_bit_for_bit(task, request, tmp_path):
+    reference_dir, cfg = request.getfixturevalue(TASKS[task].reference_run)
+    run_dir = tmp_path / "killed"
+    proc = train_cli(run_dir, cfg)
+    deadline = time.time() + 300
+    log = ""
+    while TASKS[task].checkpointed not in log:
+        line = proc.stderr.readline()
+        assert line or proc.poll() is None, "training ended before it could be killed"
+        log += line
+        assert time.time() < deadline
+    time.sleep(TASKS[task].kill_after)
+    proc.kill()
+    proc.wait()
+    assert not (run_dir / "metrics.json").exists()
+    code, err = finished(train_cli(run_dir, cfg))
+    assert code == 0, err
+    assert "resuming from" in err
+    assert numbers(run_dir / "metrics.json") == numbers(reference_dir / "metrics.json")
+    assert history_without_timing(run_dir) == history_without_timing(reference_dir)
+
+
+@pytest.mark.parametrize("task", TASKS)
+def test_nan_loss_stops_with_a_clear_error(task, request, tmp_path):
+    cfg = TASKS[task].diverging(request.getfixturevalue(TASKS[task].data))
+    code, err = finished(train_cli(tmp_path / "nan", cfg))
+    assert code == 1
+    assert re.search(TASKS[task].loss_error, err), err
+    assert TASKS[task].hint in err
+    assert not (tmp_path / "nan" / "metrics.json").exists()

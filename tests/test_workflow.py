@@ -1,17 +1,14 @@
-"""The Snakemake workflow itself: lint, formatting, dry runs of the paper grid, and the end-to-end
-smoke run (real Snakemake, real papermill) in a temporary copy of the project."""
+"""The Snakemake workflow itself: lint, formatting, dry runs of the paper grid, config mistakes, the
+SLURM profile without SLURM, and settings that must not retrain a cell. The end-to-end smoke run and
+its tests are in tests/test_smoke_run.py."""
 
-import json
-import math
 import re
 import shutil
 import subprocess
 
-import pandas as pd
 import pytest
 from conftest import BIN, copy_project, snakemake
 
-from rnnrepro.analysis.claims import declared_columns
 from rnnrepro.configuration import REPO_ROOT, load_study
 from rnnrepro.slurm import command_line_executor, slurm_problem
 
@@ -80,72 +77,17 @@ def test_slurm_profile_without_slurm_warns_on_a_dry_run_and_stops_a_run(project,
 
     said = "sbatch, squeue, sacct are not on PATH: this machine has no SLURM"
     local = "`snakemake --cores N all`"
-    planned = run("results/tables/nlstm_models.csv", "-n")
+    planned = run("results/paper/tables/nlstm_models.csv", "-n")
     output = planned.stdout + planned.stderr  # a dry run logs to stdout
     assert planned.returncode == 0, output[-2000:]
     assert said in output and local in output and "a run would stop here" in output
     assert "notebook_nlstm_models" in output  # the plan is still shown
-    stopped = run("results/tables/nlstm_models.csv")
+    stopped = run("results/paper/tables/nlstm_models.csv")
     output = stopped.stdout + stopped.stderr
     assert stopped.returncode != 0
     assert said in output and local in output
     assert "Building DAG" not in output  # stopped before planning
     assert not (project / "results").exists()
-
-
-@pytest.mark.slow
-def test_smoke_pipeline_produces_table1(smoke_project):
-    smoke_run = smoke_project
-    table = pd.read_csv(smoke_run / "results/tables/pru_table1.csv")
-    smoke_models = load_study("pru")["budgets"]["smoke"]["artifacts"]["table1"]["models"]
-    assert sorted(table["model"]) == sorted(smoke_models * 2)
-    assert set(table["dataset"]) == {"ptb", "wt2"}
-    assert set(table["corpus"]) == {"synth_ptb", "synth_wt2"}
-    for column in ("val_ppl", "test_ppl", "params_m"):
-        assert table[column].map(math.isfinite).all(), column
-    assert (table["budget"] == "smoke").all()
-    assert table["paper_test_ppl"].notna().all()
-    # every reproduced number is the one the run wrote
-    for row in table.itertuples():
-        metrics = json.loads((smoke_run / f"results/runs/pru/{row.corpus}/{row.model}/frac100/seed1111/"
-                              "metrics.json").read_text())
-        assert metrics["test_ppl"] == pytest.approx(row.test_ppl)
-    assert (smoke_run / "results/figures/pru_table1.png").stat().st_size > 10_000
-    executed = json.loads((smoke_run / "results/notebooks/pru_table1.ipynb").read_text())
-    assert executed["metadata"]["papermill"]["parameters"]["study"] == "pru"
-
-
-@pytest.mark.slow
-def test_smoke_tables_have_the_columns_their_study_declares(smoke_project):
-    """The claims are checked against the declared columns; every table the smoke run wrote has them."""
-    for study in ("pru", "lru", "nlstm", "lrn"):
-        for table, (artifact, columns) in declared_columns(load_study(study)).items():
-            written = pd.read_csv(smoke_project / f"results/tables/{table}.csv", nrows=0).columns
-            assert sorted(written) == sorted(columns), (study, artifact, table)
-
-
-@pytest.mark.slow
-def test_second_run_has_nothing_to_do(smoke_project):
-    result = snakemake(smoke_project, "-n", "--profile", "profiles/smoke", "all")
-    assert result.returncode == 0, result.stderr
-    assert "Nothing to be done" in result.stdout + result.stderr
-
-
-@pytest.mark.slow
-def test_failing_notebook_is_reported_and_loses_nothing(smoke_project, tmp_path):
-    project = copy_project(tmp_path)
-    for part in ("results", "data", ".snakemake"):
-        shutil.copytree(smoke_project / part, project / part)
-    metrics = sorted((project / "results/runs").rglob("metrics.json"))
-    before = {p: p.stat().st_mtime_ns for p in metrics}
-    with open(project / "notebooks/pru_table1.py", "a") as f:
-        f.write('\n# %%\nraise RuntimeError("deliberately broken")\n')
-    result = snakemake(project, "--profile", "profiles/smoke", "all")
-    assert result.returncode != 0
-    log = (project / "logs/notebooks/pru_table1.log").read_text()
-    assert "notebooks/pru_table1.py failed in cell" in log and "deliberately broken" in log
-    assert (project / "logs/notebooks/pru_table1.failed.ipynb").exists()
-    assert {p: p.stat().st_mtime_ns for p in metrics} == before  # no training cell was rerun
 
 
 @pytest.mark.slow

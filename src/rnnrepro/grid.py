@@ -11,7 +11,9 @@ apart (:func:`data_key`); ``Cell.corpus`` holds that folder name.
 
 A model may give a ``param_budget`` instead of a ``hidden_size``: the cell is then sized to the
 hidden size whose language model comes closest to it (:mod:`rnnrepro.sizing`), with the corpus's
-vocabulary size from the study's ``vocab_sizes``.
+vocabulary size from the study's ``vocab_sizes``. A model marked ``as_published`` (a published model
+the trainer is calibrated against) keeps its widths and recipe under every budget on a real corpus; on
+a synthetic stand-in (the smoke budget) the budget scales it like every other model.
 
 The resolved config of a cell is everything the training CLI needs and nothing else; it is passed to
 the train rule as a parameter and saved as ``config.json`` in the run folder. No torch here.
@@ -25,6 +27,7 @@ from dataclasses import dataclass
 
 from . import precision
 from .configuration import ConfigError, merged
+from .data.registry import DATASETS
 from .sizing import hidden_size_for_budget
 
 RESULTS = "results"
@@ -137,6 +140,13 @@ def parent_cell(study: dict, cell: Cell) -> Cell | None:
     return dataclasses.replace(cell, model=parent)
 
 
+def trains_as_published(model: dict, corpus: str) -> bool:
+    """Whether the budget leaves a model's widths and recipe alone: it is marked ``as_published`` and
+    trains on a real corpus (not a synthetic stand-in)."""
+    synthetic = corpus in DATASETS and DATASETS[corpus].archive == "synthetic"
+    return bool(model.get("as_published")) and not synthetic
+
+
 def _scaled(width: int, budget: dict) -> int:
     scale = budget.get("width_scale")
     if scale is None:
@@ -154,8 +164,8 @@ def architecture(study: dict, config: dict, model_id: str, corpus: str, dataset:
     """A model's layer sizes under the current budget: scaled widths, or sized to its parameter budget.
     The study's ``dataset_architectures`` change a paper dataset's widths first (the LRN authors'
     WT-2 models are wider than their PTB ones)."""
-    budget = budget_of(study, config)
     model = {**study["models"][model_id], **study.get("dataset_architectures", {}).get(dataset, {})}
+    budget = {} if trains_as_published(model, corpus) else budget_of(study, config)
     same_width = model["embedding_size"] == "hidden_size"
     if "param_budget" in model:
         if corpus not in study.get("vocab_sizes", {}):
@@ -181,9 +191,9 @@ def resolve_cell(study: dict, config: dict, cell: Cell) -> dict:
     if cell.model not in study["models"]:
         raise ConfigError(f"study {cell.study!r} has no model {cell.model!r}")
     model = study["models"][cell.model]
-    budget = budget_of(study, config)
     dataset = dataset_for(study, config, cell.corpus)
     corpus = corpus_for(study, config, dataset)
+    budget = {} if trains_as_published(model, corpus) else budget_of(study, config)
     recipe_name = model["recipe"]
     recipe = merged(
         study["recipes"][recipe_name],

@@ -170,7 +170,8 @@ def cell_status(root: Path, cell: grid.Cell, dataset: str, now: float | None = N
     return row
 
 
-def collect(root: Path, study_filter: list[str] | None = None, budget: str | None = None) -> list[CellStatus]:
+def collect(root: Path, study_filter: list[str] | None = None, budget: str | None = None,
+            artifact: str | None = None) -> list[CellStatus]:
     config_file = root / "config" / "config.yaml"
     if not config_file.exists():
         raise ConfigError(f"{config_file} not found: run `python -m rnnrepro.status` in the repository root")
@@ -178,13 +179,23 @@ def collect(root: Path, study_filter: list[str] | None = None, budget: str | Non
     if budget:
         config["budget"] = budget
     config = load_run_config(config, str(config_file))
+    if artifact:  # `pru_table1`: the study is the part before the first underscore
+        study_filter = [artifact.split("_", 1)[0]]
     names = study_filter or config["studies"]
     unknown = [s for s in names if not (root / "config" / "studies" / f"{s}.yaml").exists()]
     if unknown:
         known = sorted(p.stem for p in (root / "config" / "studies").glob("*.yaml"))
         raise ConfigError(f"--study {', '.join(unknown)}: no such study; the studies are {', '.join(known)}")
     studies = {name: load_study(name, root=root) for name in names}
-    cells = list(dict.fromkeys(grid_cells(config, studies) + cells_on_disk(root, names, config["budget"])))
+    if artifact:
+        study = studies[names[0]]
+        name = artifact.split("_", 1)[-1]
+        if name not in study["artifacts"]:
+            raise ConfigError(f"--artifact {artifact}: study {names[0]!r} has no artifact {name!r}; its artifacts are "
+                              f"{', '.join(f'{names[0]}_{a}' for a in study['artifacts'])}")
+        cells = grid.artifact_cells(study, config, name)
+    else:
+        cells = list(dict.fromkeys(grid_cells(config, studies) + cells_on_disk(root, names, config["budget"])))
     now = time.time()
     rows = [cell_status(root, cell, grid.dataset_for(studies[cell.study], config, cell.corpus), now)
             for cell in cells]
@@ -222,10 +233,11 @@ def main(argv=None) -> int:
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--study", action="append", help="only this study (repeatable); default: config's studies")
     parser.add_argument("--budget", help="whose grid to list (paper, reduced, cpu, smoke); default: config/config.yaml's")
+    parser.add_argument("--artifact", help="only the cells of this artifact, named as its table (e.g. pru_table1)")
     parser.add_argument("--format", choices=["table", "csv"], default="table")
     args = parser.parse_args(argv)
     try:
-        rows = collect(Path.cwd(), args.study, args.budget)
+        rows = collect(Path.cwd(), args.study, args.budget, args.artifact)
     except ConfigError as e:
         print(f"[rnnrepro] error: {e}", file=sys.stderr)
         return 1

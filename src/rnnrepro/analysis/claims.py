@@ -21,6 +21,11 @@ the two numbers and the verdict says "1 seed"; a value that is not a training ou
 parameter count, a speed measurement) has one sample by nature. Beside each verdict: the mean
 difference of each pair and the largest seed-to-seed standard deviation among the rows (``spread``).
 
+``close_to_paper`` compares one row with a number, its own paper value, not rows with each other: it
+is ``held`` when every seed is within the claim's ``tolerance`` of the paper's number, ``not held``
+when every seed is outside it, ``inconclusive`` when the seeds fall on both sides; the difference
+beside it is our mean minus the paper's number.
+
 The same check is also run on the paper's own numbers (``paper_check``), which catches a claim that
 misreads its source. No torch here: the scorecard reads CSV tables only.
 """
@@ -43,7 +48,7 @@ HELD, NOT_HELD, INCONCLUSIVE, NOT_TESTED = "held", "not held", "inconclusive", "
 DEFAULT_TESTABLE = ["cpu", "reduced", "paper"]
 # check kind -> number of rows it takes (None: two or more)
 ROW_COUNTS = {"less_than": 2, "greater_than": 2, "increasing": None, "decreasing": None,
-              "lowest": None, "highest": None, "closer_to_paper": 2}
+              "lowest": None, "highest": None, "closer_to_paper": 2, "close_to_paper": 1}
 SYMBOLS = {"less_than": "<", "greater_than": ">", "increasing": "<", "decreasing": ">"}
 COLUMNS = ["study", "claim", "statement", "source", "table", "value", "paper", "ours", "verdict", "reason",
            "difference", "spread", "samples", "scale", "paper_check", "budget", "data", "seeds"]
@@ -91,7 +96,7 @@ def check_claims(study: dict, source: str | None = None) -> None:
     """Structural checks the schema cannot make: each artifact declares its tables' columns; unique ids,
     a table one of the study's artifacts writes, only columns declared for that table (value, paper
     column, row selectors, ``per``), the number of rows each check takes, ``paper_row`` exactly for
-    ``closer_to_paper``."""
+    ``closer_to_paper``, a ``tolerance`` for ``close_to_paper``."""
     source = source or f"config/studies/{study['study']}.yaml"
     tables = {t for artifact in study["artifacts"].values() for t in artifact["tables"]}
     columns = declared_columns(study)
@@ -114,9 +119,15 @@ def check_claims(study: dict, source: str | None = None) -> None:
                                 f"its notebook writes it")
         wanted = ROW_COUNTS[claim["check"]]
         if wanted is not None and len(claim["rows"]) != wanted:
-            problems.append(f"{where}.rows: check {claim['check']} takes {wanted} rows, got {len(claim['rows'])}")
+            problems.append(f"{where}.rows: check {claim['check']} takes {wanted} "
+                            f"row{'s' if wanted > 1 else ''}, got {len(claim['rows'])}")
+        if wanted is None and len(claim["rows"]) < 2:
+            problems.append(f"{where}.rows: check {claim['check']} takes 2 rows or more, got {len(claim['rows'])}")
         if (claim["check"] == "closer_to_paper") != ("paper_row" in claim):
             problems.append(f"{where}.paper_row: needed by check closer_to_paper and only by it")
+        if claim["check"] == "close_to_paper" and "tolerance" not in claim:
+            problems.append(f"{where}.tolerance: check close_to_paper needs one (how near the paper's number "
+                            f"counts as reproduced, e.g. {{absolute: 3}})")
         clash = set(claim.get("per", {})) & {k for row in claim["rows"] for k in row}
         if clash:
             problems.append(f"{where}: {sorted(clash)} both in `per` and in a row selector")
@@ -235,8 +246,14 @@ def pairs_needed(kind: str, rows: int) -> list[tuple[int, int, str]]:
     raise ClaimError(f"unknown check kind {kind!r} (known: {', '.join(ROW_COUNTS)})")
 
 
-def seed_verdict(kind: str, samples: list[list[float]], reference: float | None = None) -> str:
-    """HELD, NOT_HELD or INCONCLUSIVE for these per-row samples (the module docstring's seed rule)."""
+def seed_verdict(kind: str, samples: list[list[float]], reference: float | None = None,
+                 tolerance: dict | None = None) -> str:
+    """HELD, NOT_HELD or INCONCLUSIVE for these per-row samples (the module docstring's seed rule).
+    ``reference``: the paper's number (``closer_to_paper``, ``close_to_paper``); ``tolerance``: how
+    near it counts as close (``close_to_paper``)."""
+    if kind == "close_to_paper":
+        within = [_within(v, reference, tolerance) for v in samples[0]]
+        return HELD if all(within) else NOT_HELD if not any(within) else INCONCLUSIVE
     if kind == "closer_to_paper":
         samples = [[abs(v - reference) for v in row] for row in samples]
     ways = [(compare(samples[a], samples[b]), way) for a, b, way in pairs_needed(kind, len(samples))]
@@ -275,6 +292,8 @@ def _paper_check(kind: str, paper: list[float | None]) -> str:
     """The claim's check on the paper's own numbers (None: the row is not in this budget's table)."""
     if kind == "closer_to_paper":
         return "n/a (compares our variants)"
+    if kind == "close_to_paper":
+        return "n/a (compares ours with the paper's number)"
     if any(v is None for v in paper):
         return "n/a (a row is not in this budget's table)"
     if any(math.isnan(v) for v in paper):
@@ -337,6 +356,8 @@ def evaluate_case(study: dict, config: dict, table: pd.DataFrame, case: Case) ->
     reference = None
     if case.paper_row is not None:
         reference = select(table, case.paper_row, paper_column, where)
+    if kind == "close_to_paper":
+        reference = found[0]
     row = {"study": study["study"], "claim": case.id, "statement": claim["statement"], "source": claim["source"],
            "table": claim["table"], "value": claim["value"], "budget": budget, "data": data, "seeds": seeds,
            "paper": (f"{_label(claim['paper_row'])} {_number(reference)}" if case.paper_row is not None
@@ -358,18 +379,25 @@ def evaluate_case(study: dict, config: dict, table: pd.DataFrame, case: Case) ->
     absent = [_label(r) for r, v in zip(claim["rows"], ours) if v is None or math.isnan(v)]
     if absent:
         return verdict(NOT_TESTED, f"no result for {'; '.join(absent)} in {claim['table']} at this budget")
-    if kind == "closer_to_paper" and (reference is None or math.isnan(reference)):
-        return verdict(NOT_TESTED, f"no paper number for {_label(claim['paper_row'])} in {claim['table']}")
+    if kind in ("closer_to_paper", "close_to_paper") and (reference is None or math.isnan(reference)):
+        paper_row = claim["paper_row"] if kind == "closer_to_paper" else claim["rows"][0]
+        return verdict(NOT_TESTED, f"no paper number for {_label(paper_row)} in {claim['table']}")
     counts = [len(s) for s in samples]
-    row.update(samples=" v ".join(map(str, counts)), difference=_differences(kind, samples) if kind != "closer_to_paper"
-               else _differences("less_than", [[abs(v - reference) for v in s] for s in samples]),
-               spread=_spread(samples))
+    if kind == "closer_to_paper":
+        difference = _differences("less_than", [[abs(v - reference) for v in s] for s in samples])
+    elif kind == "close_to_paper":
+        difference = f"{ours[0] - reference:+.4g}"
+    else:
+        difference = _differences(kind, samples)
+    row.update(samples=" v ".join(map(str, counts)), difference=difference, spread=_spread(samples))
     relation = SYMBOLS.get(kind, kind.replace("_", " "))
-    outcome = seed_verdict(kind, samples, reference)
+    outcome = seed_verdict(kind, samples, reference, claim.get("tolerance"))
     devices = sorted({str(d) for d in table["device"].dropna()}) if "device" in table.columns else []
     evidence = (f"one measurement on {', '.join(devices)}" if devices and max(counts) == 1 else
                 "exact counts" if data == COUNTED else "1 seed" if max(counts) == 1 else
                 f"{min(counts)}-{max(counts)} seeds per row" if min(counts) != max(counts) else f"{counts[0]} seeds per row")
+    if kind == "close_to_paper":
+        return verdict(outcome, _closeness_reason(outcome, reference, claim["tolerance"], counts[0]))
     if outcome == NOT_HELD:
         return verdict(NOT_HELD, f"the check ({relation}) fails on our numbers ({evidence}: every seed of a "
                                  f"needed pair goes the other way)" if max(counts) > 1 else
@@ -388,6 +416,17 @@ def evaluate_case(study: dict, config: dict, table: pd.DataFrame, case: Case) ->
                              f"±{_tolerance_text(tolerance)} of the paper")
     return verdict(HELD, f"the check ({relation}) holds ({evidence}" +
                    (": every seed of each needed pair)" if max(counts) > 1 else ")"))
+
+
+def _closeness_reason(outcome: str, paper: float, tolerance: dict, seeds: int) -> str:
+    """Why a close_to_paper check came out as it did."""
+    near = f"±{_tolerance_text(tolerance)} of the paper's {_number(paper)}"
+    evidence = "1 seed" if seeds == 1 else f"{seeds} seeds"
+    if outcome == HELD:
+        return f"within {near} ({evidence}" + (": every seed)" if seeds > 1 else ")")
+    if outcome == NOT_HELD:
+        return f"outside {near} ({evidence}" + (": every seed)" if seeds > 1 else ")")
+    return f"some seeds within {near}, some outside ({evidence})"
 
 
 def _widths_and_params(study: dict, config: dict, model: str, dataset: str) -> tuple[int, int | None]:

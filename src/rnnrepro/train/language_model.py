@@ -6,8 +6,11 @@ cross entropy + AR + TAR, global gradient clipping, SGD. Per epoch: validation (
 once NT-ASGD averaging has started), the non-monotone trigger and the best checkpoint. The LRU recipe
 instead runs Adam at a fixed BPTT without clipping, stops early when validation stalls (recipe
 `early_stopping`) and also scores the test stream after every epoch (`test_every_epoch`, history.csv
-`test_loss`). At the end the best weights are evaluated on the validation and test streams with the
-test batch size. The loop itself (resume, SIGTERM, divergence, the run files) is rnnrepro.train.loop.
+`test_loss`). Zaremba et al. (2014)'s recipe (optimizer `sgd`) runs plain SGD at a fixed BPTT with a
+step schedule: the rate is multiplied by `lr_decay` at the start of every epoch from `lr_decay_start`
+on (``epoch_lr``; derived from the epoch, so a resumed run continues on the same rates). At the end
+the best weights are evaluated on the validation and test streams with the test batch size. The loop
+itself (resume, SIGTERM, divergence, the run files) is rnnrepro.train.loop.
 
 Writes to the run folder: ``config.json``, ``history.csv`` (per epoch), ``metrics.json`` (final
 numbers and provenance) and ``model.pt`` (best weights with the config); ``checkpoint/last.pt`` lets a
@@ -43,19 +46,29 @@ def build_model(cfg: dict, vocab_size: int) -> LanguageModel:
 
 
 def make_optimizer(model: LanguageModel, recipe: dict) -> torch.optim.Optimizer:
-    """Adam for `adam`; plain SGD otherwise (NT-ASGD's averaging is the WeightAverager's job)."""
+    """Adam for `adam`; plain SGD otherwise (NT-ASGD's averaging is the WeightAverager's job, the `sgd`
+    schedule ``epoch_lr``'s)."""
     if recipe["optimizer"] == "adam":
         return torch.optim.Adam(model.parameters(), lr=recipe["lr"], weight_decay=recipe["weight_decay"])
     return torch.optim.SGD(model.parameters(), lr=recipe["lr"], weight_decay=recipe["weight_decay"])
 
 
+def epoch_lr(recipe: dict, epoch: int) -> float:
+    """The learning rate of an epoch (counted from 1): `lr`, under `sgd` lowered by its step schedule,
+    lr * lr_decay ** max(0, epoch - lr_decay_start + 1)."""
+    if recipe["optimizer"] != "sgd":
+        return recipe["lr"]
+    return recipe["lr"] * recipe["lr_decay"] ** max(0, epoch - recipe["lr_decay_start"] + 1)
+
+
 def training_step(model: LanguageModel, optimizer: torch.optim.Optimizer, recipe: dict, x: torch.Tensor,
-                  y: torch.Tensor, state: list, precision_name: str = precision.DEFAULT) -> tuple[torch.Tensor, list]:
-    """One optimizer step on a BPTT window; returns the window's cross entropy and the carried state.
-    The cross entropy is right for both heads: of logits (softmax) and of log-probabilities (mixture
-    of softmaxes), whose log-sum-exp is already 0."""
+                  y: torch.Tensor, state: list, precision_name: str = precision.DEFAULT,
+                  epoch: int = 1) -> tuple[torch.Tensor, list]:
+    """One optimizer step on a BPTT window of ``epoch``; returns the window's cross entropy and the
+    carried state. The cross entropy is right for both heads: of logits (softmax) and of
+    log-probabilities (mixture of softmaxes), whose log-sum-exp is already 0."""
     for group in optimizer.param_groups:
-        group["lr"] = recipe["lr"] * x.size(0) / recipe["bptt"]
+        group["lr"] = epoch_lr(recipe, epoch) * x.size(0) / recipe["bptt"]
     with precision.autocast(precision_name, x.device):
         out = model(x, [detach_state(s) for s in state])
         ce = F.cross_entropy(out.logits.reshape(-1, out.logits.size(-1)), y.reshape(-1))
@@ -185,7 +198,8 @@ class LanguageModelTask:
     def step(self, batch: tuple[torch.Tensor, torch.Tensor], progress: Progress) -> Step:
         x, y = batch
         state = self.hidden if self.hidden is not None else self.model.init_state(self.recipe["batch_size"])
-        ce, self.hidden = training_step(self.model, self.optimizer, self.recipe, x, y, state, self.precision)
+        ce, self.hidden = training_step(self.model, self.optimizer, self.recipe, x, y, state, self.precision,
+                                        epoch=progress.epoch)
         self.averager.update(self.model)
         return Step(loss=ce.item(), items=y.numel(), advance=x.size(0))
 
@@ -213,7 +227,7 @@ class LanguageModelTask:
             "val_loss": val_loss,
             "val_ppl": perplexity(val_loss),
             **({"test_loss": test_loss} if r["test_every_epoch"] else {}),
-            "lr": r["lr"],
+            "lr": epoch_lr(r, p.epoch),
             "averaging": self.averager.active,
             "seconds": p.check_seconds,
             "tokens_per_s": p.check_items / p.check_seconds,
@@ -222,7 +236,7 @@ class LanguageModelTask:
     def after_validation(self, row: dict, progress: Progress) -> None:
         r, p = self.recipe, progress
         for group in self.optimizer.param_groups:
-            group["lr"] = r["lr"]
+            group["lr"] = epoch_lr(r, p.epoch)
         val_loss = row["val_loss"]
         non_monotone = is_non_monotone(val_loss, p.history[:-1], r["nonmono"])
         if val_loss < p.best_val_loss:
