@@ -106,3 +106,19 @@ def test_grow_killed_and_started_again_loses_and_reruns_no_finished_unit(tmp_pat
                              cwd=project, capture_output=True, text=True, env={**os.environ,
                                                                                 "PYTHONPATH": str(project / "src")})
     assert "3 units: 3 recorded, 0 stale, 0 missing" in listing.stdout, listing.stdout + listing.stderr
+
+
+def test_unit_patterns_choose_units_and_a_pattern_matching_none_is_refused(tmp_path):
+    project = copy_project(tmp_path)
+    listed = python_in(project, "-m", "rnnrepro.records", "--records", "records", "list", "--budget", "cpu",
+                       "--study", "nlstm", "--study", "lrn", "--unit", "nlstm/*/gru_2x600/*", "--unit", "lrn/speed")
+    assert listed.returncode == 0, listed.stderr
+    names = [line.split()[1] for line in listed.stdout.strip().splitlines()[:-1]]
+    assert names == [f"nlstm/wt2_text8style_autocomplete/gru_2x600/frac100/seed{s}" for s in (1111, 1112, 1113)] + [
+        "lrn/speed"], listed.stdout
+    assert listed.stdout.strip().endswith("4 units: 0 recorded, 0 stale, 4 missing")
+
+    refused = python_in(project, "-m", "rnnrepro.records", "list", "--budget", "cpu", "--study", "nlstm",
+                        "--unit", "nlstm/*/gru_2x600/*", "--unit", "pru/*")
+    assert refused.returncode != 0
+    assert "--unit pru/*: matches no unit of this budget and these studies" in refused.stderr, refused.stderr

@@ -43,6 +43,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import fnmatch
 import hashlib
 import json
 import os
@@ -509,11 +510,24 @@ class Grower:
             time.sleep(2)
 
 
+def selected(found: list[Unit], patterns: list[str] | None) -> list[Unit]:
+    """The units whose name matches one of the shell patterns (``--unit``; all without any), in order.
+    A pattern that matches no unit is an error naming the units there are."""
+    if not patterns:
+        return found
+    unmatched = [p for p in patterns if not any(fnmatch.fnmatchcase(u.name, p) for u in found)]
+    if unmatched:
+        names = ", ".join(u.name for u in found[:8]) + (", ..." if len(found) > 8 else "")
+        raise ConfigError(f"--unit {', '.join(unmatched)}: matches no unit of this budget and these studies "
+                          f"(units are named like {names}; `python -m rnnrepro.records list` lists them)")
+    return [u for u in found if any(fnmatch.fnmatchcase(u.name, p) for p in patterns)]
+
+
 def grow(args: argparse.Namespace) -> int:
     config, studies = _load(args.budget, args.run_config, args.study)
     if args.budget == grid.SMOKE:
         raise ConfigError("grow records real-data runs: the smoke budget trains on synthetic corpora")
-    pending = [u for u in units(studies, config) if u.problems(studies, config, args.records)]
+    pending = [u for u in selected(units(studies, config), args.unit) if u.problems(studies, config, args.records)]
     grower = Grower(args.budget, pending, studies, config, args)
     grower.say(f"budget {args.budget}: {len(pending)} units to record (studies {', '.join(studies)}), "
                f"{args.jobs} at a time x {args.threads} threads, for at most {args.minutes:g} minutes")
@@ -528,7 +542,7 @@ def grow(args: argparse.Namespace) -> int:
 
 def list_units(args: argparse.Namespace) -> int:
     config, studies = _load(args.budget, args.run_config, args.study)
-    found = units(studies, config)
+    found = selected(units(studies, config), args.unit)
     counts = {"recorded": 0, "stale": 0, "missing": 0}
     for unit in found:
         problems = unit.problems(studies, config, args.records)
@@ -552,6 +566,9 @@ def main(argv=None) -> int:
     for command in (grow_cmd, list_cmd):
         command.add_argument("--budget", required=True)
         command.add_argument("--study", action="append", help="only this study (repeatable)")
+        command.add_argument("--unit", action="append", metavar="PATTERN",
+                             help="only the units whose name matches this shell pattern, e.g. 'pru/ptb/*' or "
+                                  "'lrn/speed' (repeatable; names as `list` prints them)")
     grow_cmd.add_argument("--minutes", type=float, required=True, help="start no unit after this many minutes, "
                           "and stop the running ones then (they resume from their checkpoints)")
     grow_cmd.add_argument("--jobs", type=int, default=2, help="units side by side (default 2)")
