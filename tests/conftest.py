@@ -19,6 +19,19 @@ TIMING_KEYS = {"wall_seconds", "train_seconds", "seconds_per_1000_sequences", "f
 PROJECT_PARTS = ["Snakefile", "workflow", "config", "notebooks", "profiles", "src"]
 
 
+# The files that take longest (pyproject.toml's addopts): collected first, so that their workers start
+# on them at once and the other files fill the time beside them.
+LONG_CHAINS = ["tests/test_smoke_run.py", "tests/test_slurm.py"]
+
+
+def pytest_collection_modifyitems(items):
+    def rank(item):
+        in_file = item.nodeid.split("::")[0]
+        return LONG_CHAINS.index(in_file) if in_file in LONG_CHAINS else len(LONG_CHAINS)
+
+    items.sort(key=rank)  # stable: every file keeps its own order
+
+
 def copy_project(dest: Path) -> Path:
     """The files a pipeline run needs, copied (not the results, data or .snakemake of this checkout)."""
     for part in PROJECT_PARTS:
