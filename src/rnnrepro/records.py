@@ -19,9 +19,8 @@ trains the cell again.
 
 ``grow`` splits the budget's grid into units of work, in the study files' order (studies as the run
 config lists them, artifacts and their cells as each study file lists them; ``--unit`` patterns keep
-some of them): a training cell with the
-cells it is finetuned from and every evaluation output the budget's artifacts read from it, or one
-study's speed benchmark. It skips recorded units, prepares the data of the rest (one Snakemake run),
+some of them): a training cell with the cells it is finetuned from and every evaluation output the
+budget's artifacts read from it, or one study's speed benchmark. It skips recorded units, prepares the data of the rest (one Snakemake run),
 then ``--jobs`` workers each run one unit at a time through Snakemake (disjoint targets, so side by
 side with ``--nolock``) and pack it into ``records/`` the moment it finishes (with ``--commit``, one git
 commit per unit). No unit starts after the deadline (``--minutes``); at the deadline, or when ``grow``
