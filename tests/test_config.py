@@ -26,6 +26,12 @@ def pru():
     return load_study("pru")
 
 
+def write_study(root, study: dict) -> None:
+    """``study`` as root's config/studies/pru.yaml, for load_study(..., root=root)."""
+    (root / "config" / "studies").mkdir(parents=True)
+    (root / "config" / "studies" / "pru.yaml").write_text(yaml.safe_dump(study))
+
+
 def test_shipped_config_is_valid(run_config):
     assert load_run_config(run_config)["budget"] == "paper"
 
@@ -51,8 +57,7 @@ def test_wrong_nested_type_is_named(run_config):
 def test_study_recipe_key_misspelled(tmp_path, pru):
     broken = copy.deepcopy(pru)
     broken["recipes"]["standard"]["dropuot_input"] = 0.5
-    (tmp_path / "config" / "studies").mkdir(parents=True)
-    (tmp_path / "config" / "studies" / "pru.yaml").write_text(yaml.safe_dump(broken))
+    write_study(tmp_path, broken)
     with pytest.raises(ConfigError, match=r"unknown key 'dropuot_input' under recipes.standard"):
         load_study("pru", root=tmp_path)
 
@@ -67,8 +72,7 @@ def test_study_schema_file_is_the_whole_schema(tmp_path, pru):
         assert not errors, f"{path.name}: {errors[0].message}"
     broken = copy.deepcopy(pru)
     broken["budgets"]["smoke"]["recipe"] = {"dropuot_input": 0.5}
-    (tmp_path / "config" / "studies").mkdir(parents=True)
-    (tmp_path / "config" / "studies" / "pru.yaml").write_text(yaml.safe_dump(broken))
+    write_study(tmp_path, broken)
     with pytest.raises(ConfigError, match=r"unknown key 'dropuot_input' under budgets.smoke.recipe; "
                                           r"allowed keys: ar_alpha, batch_size, bptt, clip, dropout_embedding"):
         load_study("pru", root=tmp_path)
@@ -78,8 +82,7 @@ def test_artifact_with_paper_values_names_their_source(tmp_path, pru):
     """The report's caption quotes an artifact's paper_source: an artifact with paper values needs one."""
     broken = copy.deepcopy(pru)
     del broken["artifacts"]["table4"]["paper_source"]
-    (tmp_path / "config" / "studies").mkdir(parents=True)
-    (tmp_path / "config" / "studies" / "pru.yaml").write_text(yaml.safe_dump(broken))
+    write_study(tmp_path, broken)
     with pytest.raises(ConfigError, match=r"artifacts.table4: no paper_source; say where in the paper the values "
                                           r"under paper.table4 come from"):
         load_study("pru", root=tmp_path)
@@ -88,8 +91,7 @@ def test_artifact_with_paper_values_names_their_source(tmp_path, pru):
 def test_study_unknown_model_reference(tmp_path, pru):
     broken = copy.deepcopy(pru)
     broken["artifacts"]["table1"]["models"].append("lstm_m9999")
-    (tmp_path / "config" / "studies").mkdir(parents=True)
-    (tmp_path / "config" / "studies" / "pru.yaml").write_text(yaml.safe_dump(broken))
+    write_study(tmp_path, broken)
     with pytest.raises(ConfigError, match=r"artifacts.table1.models: unknown model 'lstm_m9999'"):
         load_study("pru", root=tmp_path)
 
