@@ -178,7 +178,7 @@ def test_unit_patterns_choose_units_and_a_pattern_matching_none_is_refused(tmp_p
                        "--study", "nlstm", "--study", "lrn", "--unit", "nlstm/*/gru_2x600/*", "--unit", "lrn/speed")
     assert listed.returncode == 0, listed.stderr
     names = [line.split()[1] for line in listed.stdout.strip().splitlines()[:-1]]
-    assert names == [f"nlstm/wt2_text8style_autocomplete/gru_2x600/frac100/seed{s}" for s in (1111, 1112, 1113)] + [
+    assert names == [f"nlstm/wt2_text8style_autocomplete_w1024/gru_2x600/frac100/seed{s}" for s in (1111, 1112, 1113)] + [
         "lrn/speed"], listed.stdout
     assert listed.stdout.strip().endswith("4 units: 0 recorded, 0 stale, 4 missing")
 
