@@ -26,6 +26,7 @@ tables = ["results/tables/nlstm_test.csv"]
 figures = ["results/figures/nlstm_convergence.png", "results/figures/nlstm_examples.png"]
 
 # %%
+import textwrap
 from pathlib import Path
 
 import matplotlib.pyplot as plt
@@ -56,7 +57,9 @@ save_figure(fig, figures[0])
 
 # %% [markdown]
 # The first test observations with each model's top prediction under every character (first seed;
-# green: the target word, red: another word).
+# green: the target word, red: another word). Drawing them needs each model's trained weights
+# (`model.pt`) and the prepared test split; a render from `records/`, which keep neither, writes a
+# figure that says so instead, and the table and convergence figure above stand on their own.
 
 # %%
 EXAMPLES, CHARS = 3, 48
@@ -64,23 +67,32 @@ models = study_config["artifacts"][artifact]["models"]
 first_seed = cells.sort_values("seed").drop_duplicates("model").set_index("model")
 run_dirs = {model: Path(grid.Cell(study, cell.corpus, model, cell.fraction, cell.seed, cell.budget).run_dir)
             for model, cell in first_seed.iterrows()}
-predictions = {model: example_predictions(run_dirs[model] / "model.pt", EXAMPLES, CHARS) for model in models}
-fig, axes = plt.subplots(EXAMPLES, 1, figsize=(CHARS * 0.3, EXAMPLES * (1 + len(models)) * 0.9))
-for example, ax in enumerate(axes):
-    reference = predictions[models[0]][example]
-    rows = [("target", reference["target"])] + [(m, predictions[m][example]["predicted"]) for m in models]
-    for column, char in enumerate(reference["text"]):
-        ax.text(column, len(rows), "␣" if char == " " else char, ha="center", va="bottom", fontsize=11,
-                family="monospace")
-        for row, (name, words) in enumerate(rows):
-            colour = "0.3" if name == "target" else ("green" if words[column] == reference["target"][column] else "red")
-            ax.text(column, len(rows) - 1 - row, words[column], rotation=90, ha="center", va="bottom", fontsize=6,
-                    color=colour)
-    ax.set_yticks([len(rows) - 1 - row + 0.35 for row in range(len(rows))], [name for name, _ in rows])
-    ax.set_xlim(-1, CHARS)
-    ax.set_ylim(-0.1, len(rows) + 0.6)
-    ax.set_xticks([])
-    for side in ("top", "right", "bottom"):
-        ax.spines[side].set_visible(False)
-fig.suptitle(f"Top prediction under each character ({label})")
+absent = [str(run_dirs[model] / "model.pt") for model in models if not (run_dirs[model] / "model.pt").exists()]
+if absent:
+    reason = (f"Example predictions not drawn: {len(absent)} of the {len(models)} models' weights are absent "
+              f"(e.g. {absent[0]}); records keep metrics, not weights. Train the cells to draw this figure.")
+    print(reason)
+    fig, ax = plt.subplots(figsize=(9, 1.6))
+    ax.text(0.5, 0.5, "\n".join(textwrap.wrap(reason, 90)), ha="center", va="center", fontsize=9)
+    ax.set_axis_off()
+else:
+    predictions = {model: example_predictions(run_dirs[model] / "model.pt", EXAMPLES, CHARS) for model in models}
+    fig, axes = plt.subplots(EXAMPLES, 1, figsize=(CHARS * 0.3, EXAMPLES * (1 + len(models)) * 0.9))
+    for example, ax in enumerate(axes):
+        reference = predictions[models[0]][example]
+        rows = [("target", reference["target"])] + [(m, predictions[m][example]["predicted"]) for m in models]
+        for column, char in enumerate(reference["text"]):
+            ax.text(column, len(rows), "␣" if char == " " else char, ha="center", va="bottom", fontsize=11,
+                    family="monospace")
+            for row, (name, words) in enumerate(rows):
+                right = words[column] == reference["target"][column]
+                ax.text(column, len(rows) - 1 - row, words[column], rotation=90, ha="center", va="bottom",
+                        fontsize=6, color="0.3" if name == "target" else ("green" if right else "red"))
+        ax.set_yticks([len(rows) - 1 - row + 0.35 for row in range(len(rows))], [name for name, _ in rows])
+        ax.set_xlim(-1, CHARS)
+        ax.set_ylim(-0.1, len(rows) + 0.6)
+        ax.set_xticks([])
+        for side in ("top", "right", "bottom"):
+            ax.spines[side].set_visible(False)
+    fig.suptitle(f"Top prediction under each character ({label})")
 save_figure(fig, figures[1])

@@ -4,6 +4,7 @@ this checks the real records stay renderable as the notebooks and study files ch
 
 import shutil
 import sys
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -74,6 +75,39 @@ def grow(project, *extra, **popen):
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, **popen)
 
 
+def kill_tree(pid: int) -> None:
+    """SIGKILL a process and all its descendants (units run in sessions of their own): stop them all
+    first, so that none starts another between the listing and the kill."""
+    import os
+    import signal
+
+    def children(parent):
+        found = []
+        for stat in Path("/proc").glob("[0-9]*/stat"):
+            try:
+                fields = stat.read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            if int(fields[1]) == parent:
+                found.append(int(stat.parent.name))
+        return found
+
+    stopped, todo = [], [pid]
+    while todo:
+        current = todo.pop()
+        try:
+            os.kill(current, signal.SIGSTOP)
+        except ProcessLookupError:
+            continue
+        stopped.append(current)
+        todo += children(current)
+    for current in stopped:
+        try:
+            os.kill(current, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+
+
 def test_grow_killed_and_started_again_loses_and_reruns_no_finished_unit(tmp_path):
     """`records grow` packs (and commits) each unit as it finishes; killed mid-run and started again, it
     keeps every finished unit as it was and trains only the others."""
@@ -89,17 +123,21 @@ def test_grow_killed_and_started_again_loses_and_reruns_no_finished_unit(tmp_pat
     while not list(runs.glob("*/*/frac100/seed1111/metrics.json")) and time.monotonic() < deadline:
         assert first.poll() is None, first.stdout.read()
         time.sleep(0.5)
-    os.killpg(first.pid, signal.SIGKILL)  # a session that ends without warning
+    kill_tree(first.pid)  # a session that ends without warning: grow and every unit it started
     first.wait()
     recorded = {path: path.read_bytes() for path in runs.glob("**/*") if path.is_file()}
     assert len([p for p in recorded if p.name == "metrics.json"]) == 1, recorded
-    log = subprocess.run(["git", "log", "--format=%s"], cwd=project, capture_output=True, text=True).stdout
-    assert log.startswith("records: cpu nlstm/"), log
 
-    second = grow(project)
+    second = grow(project, "--commit")
     out, _ = second.communicate(timeout=900)
     assert second.returncode == 0, out
     assert "2 units to record" in out and "recorded 2 units, 0 failed" in out, out
+    # the unit the first grow packed is committed, by it or (killed between packing and committing) by the second
+    log = subprocess.run(["git", "log", "--format=%s"], cwd=project, capture_output=True, text=True).stdout
+    assert log.count("records: cpu nlstm/") + ("packed by an earlier grow" in log) == 3, log
+    left = subprocess.run(["git", "status", "--porcelain", "--", "records"], cwd=project, capture_output=True,
+                          text=True).stdout
+    assert left == "", left
     assert all(path.read_bytes() == content for path, content in recorded.items())  # untouched
     assert len(list(runs.glob("*/*/frac100/seed1111/metrics.json"))) == 3
     listing = subprocess.run([sys.executable, "-m", "rnnrepro.records", "list", "--budget", "cpu", "--study", "nlstm"],
@@ -108,13 +146,39 @@ def test_grow_killed_and_started_again_loses_and_reruns_no_finished_unit(tmp_pat
     assert "3 units: 3 recorded, 0 stale, 0 missing" in listing.stdout, listing.stdout + listing.stderr
 
 
+def test_records_packed_but_not_committed_are_committed_by_the_next_grow(tmp_path, monkeypatch):
+    import subprocess
+
+    from rnnrepro.records import commit_leftovers
+
+    def git(*args):
+        return subprocess.run(["git", *args], cwd=tmp_path, capture_output=True, text=True, check=True).stdout
+
+    git("init", "-q")
+    git("config", "user.email", "t@t")
+    git("config", "user.name", "t")
+    (tmp_path / "notes.txt").write_text("not a record\n")
+    unit = tmp_path / "records/cpu/runs/nlstm/c/cell/frac100/seed1111"
+    unit.mkdir(parents=True)
+    (unit / "metrics.json").write_text("{}\n")
+    (unit / "history.csv").write_text("epoch\n")
+    said = []
+    monkeypatch.chdir(tmp_path)
+    commit_leftovers("cpu", tmp_path / "records", said.append)
+    commit_leftovers("cpu", tmp_path / "records", said.append)  # nothing left: says nothing, commits nothing
+    assert said == [f"committed 2 files an earlier grow packed into {tmp_path}/records/cpu but did not commit"], said
+    assert git("log", "--format=%s").splitlines() == [
+        "records: cpu, 2 files packed by an earlier grow that stopped before committing them"]
+    assert git("status", "--porcelain") == "?? notes.txt\n"  # only the budget's records are committed
+
+
 def test_unit_patterns_choose_units_and_a_pattern_matching_none_is_refused(tmp_path):
     project = copy_project(tmp_path)
     listed = python_in(project, "-m", "rnnrepro.records", "--records", "records", "list", "--budget", "cpu",
                        "--study", "nlstm", "--study", "lrn", "--unit", "nlstm/*/gru_2x600/*", "--unit", "lrn/speed")
     assert listed.returncode == 0, listed.stderr
     names = [line.split()[1] for line in listed.stdout.strip().splitlines()[:-1]]
-    assert names == [f"nlstm/wt2_text8style_autocomplete/gru_2x600/frac100/seed{s}" for s in (1111, 1112, 1113)] + [
+    assert names == [f"nlstm/wt2_text8style_autocomplete_w1024/gru_2x600/frac100/seed{s}" for s in (1111, 1112, 1113)] + [
         "lrn/speed"], listed.stdout
     assert listed.stdout.strip().endswith("4 units: 0 recorded, 0 stale, 4 missing")
 

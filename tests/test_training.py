@@ -601,3 +601,30 @@ def test_nan_loss_stops_with_a_clear_error(task, request, tmp_path):
     assert re.search(TASKS[task].loss_error, err), err
     assert TASKS[task].hint in err
     assert not (tmp_path / "nan" / "metrics.json").exists()
+
+
+def test_a_cell_another_live_process_trains_is_refused_and_left_alone(tmp_path):
+    """Two trainers of one cell (one left running by a killed Snakemake or `records grow`) would write the
+    same checkpoint and outputs; the second stops at once, naming the first, and touches nothing."""
+    from rnnrepro.train import progress_file
+    from rnnrepro.train.loop import run_cell
+
+    other = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        record = {"state": "running", "cell": "c", "pid": other.pid, "host": platform.node(),
+                  "started_at": "2026-01-01T00:00:00+00:00", "updated_at": progress_file.now_iso()}
+        progress_file.write(tmp_path, record)
+        before = (tmp_path / "progress.json").read_text()
+        with pytest.raises(RunFolderError, match=f"another process on this machine is training this cell "
+                                                 f"\\(pid {other.pid}, started 2026-01-01"):
+            run_cell(tmp_path, {}, torch.device("cpu"), make_task=None)
+        assert (tmp_path / "progress.json").read_text() == before
+        assert sorted(p.name for p in tmp_path.iterdir()) == ["progress.json"]
+        # a stale heartbeat or a process that is gone is no trainer: the cell may resume
+        progress_file.write(tmp_path, {**record, "updated_at": "2026-01-01T00:00:00+00:00"})
+        assert progress_file.another_trainer(tmp_path) is None
+    finally:
+        other.kill()
+        other.wait()
+    progress_file.write(tmp_path, record)
+    assert progress_file.another_trainer(tmp_path) is None

@@ -523,10 +523,32 @@ def selected(found: list[Unit], patterns: list[str] | None) -> list[Unit]:
     return [u for u in found if any(fnmatch.fnmatchcase(u.name, p) for p in patterns)]
 
 
+def commit_leftovers(budget: str, records: Path, say) -> None:
+    """Commit what an earlier grow packed into ``records/<budget>`` but was stopped (killed, or the
+    session ended) before it could commit, so that no finished unit stays only in the work tree."""
+    tree = Path(records) / budget
+    listed = subprocess.run(["git", "status", "--porcelain", "--untracked-files=all", "--", str(tree)],
+                            capture_output=True, text=True)
+    if listed.returncode != 0 or not listed.stdout.strip():
+        return
+    files = len(listed.stdout.strip().splitlines())
+    subprocess.run(["git", "add", "--", str(tree)], check=True)
+    result = subprocess.run(["git", "commit", "-q", "-m", f"records: {budget}, {files} files packed by an earlier "
+                             "grow that stopped before committing them", "--", str(tree)],
+                            capture_output=True, text=True)
+    if result.returncode == 0:
+        say(f"committed {files} files an earlier grow packed into {tree} but did not commit")
+    else:
+        say(f"warning: could not commit what an earlier grow left in {tree}: "
+            f"{(result.stderr or result.stdout).strip()}")
+
+
 def grow(args: argparse.Namespace) -> int:
     config, studies = _load(args.budget, args.run_config, args.study)
     if args.budget == grid.SMOKE:
         raise ConfigError("grow records real-data runs: the smoke budget trains on synthetic corpora")
+    if args.commit:
+        commit_leftovers(args.budget, args.records, lambda text: print(f"[rnnrepro] {text}", flush=True))
     pending = [u for u in selected(units(studies, config), args.unit) if u.problems(studies, config, args.records)]
     grower = Grower(args.budget, pending, studies, config, args)
     grower.say(f"budget {args.budget}: {len(pending)} units to record (studies {', '.join(studies)}), "

@@ -89,16 +89,6 @@ def cells_on_disk(root: Path, study_names: list[str], budget: str) -> list[grid.
     return cells
 
 
-def process_exists(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)  # signal 0: nothing is sent, only whether the process exists is checked
-    except ProcessLookupError:
-        return False
-    except OSError:  # another user's process, for one
-        return True
-    return True
-
-
 def process_gone(record: dict, now: float) -> str | None:
     """Why a cell whose progress.json says running has no live training process (None while it has one)."""
     try:
@@ -108,7 +98,7 @@ def process_gone(record: dict, now: float) -> str | None:
     if age > STALE_SECONDS:
         why = f"progress.json not rewritten for {wall_time(age)}" if math.isfinite(age) else "no heartbeat"
     elif record.get("host") == socket.gethostname() and isinstance(record.get("pid"), int) \
-            and not process_exists(record["pid"]):
+            and not progress_file.process_exists(record["pid"]):
         why = f"its process (pid {record['pid']}) is gone"
     else:
         return None

@@ -42,7 +42,8 @@ from torch import nn
 from .. import console, precision
 from . import checkpoint
 from .common import HISTORY, provenance, start_run, write_history, write_run_outputs
-from .progress_file import ProgressFile
+from .files import RunFolderError
+from .progress_file import ProgressFile, another_trainer
 
 LOGGER = logging.getLogger(__name__)
 
@@ -357,6 +358,10 @@ def run_cell(run_dir: Path, cfg: dict, device: torch.device, make_task) -> dict:
     """Train one cell on ``device``: ``make_task(cfg, run_dir, device)`` builds the task (after the seed
     is set). progress.json says how it went, whatever happens; the exception, if any, goes on to the
     caller."""
+    if (other := another_trainer(run_dir)) is not None:
+        raise RunFolderError(f"{run_dir}: another process on this machine is training this cell ({other}), "
+                             "for one left running by a Snakemake or `records grow` that was killed; wait for it "
+                             "to end (`python -m rnnrepro.status`) or stop it, then run the target again")
     record = ProgressFile(run_dir, cell_name(cfg), snapshot=dict)  # the loop's snapshot once there is one
     try:
         start_run(run_dir, cfg)  # config.json first

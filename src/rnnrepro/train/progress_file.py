@@ -73,6 +73,36 @@ def read(run_dir: Path) -> dict | None:
                               f"resumes from its checkpoint and writes the file anew")
 
 
+def process_exists(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)  # signal 0: nothing is sent, only whether the process exists is checked
+    except ProcessLookupError:
+        return False
+    except OSError:  # another user's process, for one
+        return True
+    return True
+
+
+def another_trainer(run_dir: Path, stale_seconds: float = 4 * HEARTBEAT_SECONDS) -> str | None:
+    """Who else trains this cell now: a live process on this machine whose progress.json says running and
+    whose heartbeat is fresh (None when there is none). Two trainers of one cell write the same checkpoint
+    and outputs, and the Snakemake that sees its job fail deletes what the other wrote."""
+    try:
+        record = read(run_dir)
+    except DamagedProgressFile:
+        return None
+    if not record or record["state"] != "running" or record.get("host") != socket.gethostname():
+        return None
+    pid = record.get("pid")
+    try:
+        age = datetime.now(timezone.utc).timestamp() - datetime.fromisoformat(record["updated_at"]).timestamp()
+    except (KeyError, TypeError, ValueError):
+        return None
+    if not isinstance(pid, int) or pid == os.getpid() or age > stale_seconds or not process_exists(pid):
+        return None
+    return f"pid {pid}, started {record.get('started_at', '?')}"
+
+
 class ProgressFile:
     """The run folder's progress.json, kept current while the cell runs.
 
