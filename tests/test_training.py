@@ -628,3 +628,47 @@ def test_a_cell_another_live_process_trains_is_refused_and_left_alone(tmp_path):
         other.wait()
     progress_file.write(tmp_path, record)
     assert progress_file.another_trainer(tmp_path) is None
+
+
+def test_a_raised_epoch_cap_goes_on_from_the_checkpoint_bit_for_bit(reference_run, corpus_dir, tmp_path):
+    """A cell that stopped at its recipe's epoch cap, asked again with a higher cap and nothing else
+    changed, trains only the new epochs and ends where a run started with the higher cap ends."""
+    run_dir, cfg = reference_run
+    raised = {**cfg, "recipe": {**cfg["recipe"], "epochs": 5}}
+    code, err = finished(train_cli(tmp_path / "five", raised))
+    assert code == 0, err
+    extended = tmp_path / "extended"
+    shutil.copytree(run_dir, extended)
+    code, err = finished(train_cli(extended, raised))
+    assert code == 0, err
+    assert "the recipe's epoch cap was raised from 3 to 5: training goes on from epoch 4" in err, err
+    assert "epoch 1:" not in err and "epoch 4:" in err and "epoch 5:" in err
+    assert numbers(extended / "metrics.json") == numbers(tmp_path / "five" / "metrics.json")
+    assert history_without_timing(extended) == history_without_timing(tmp_path / "five")
+    # anything else changed, or a lower cap: the cell starts afresh
+    lowered = {**cfg, "recipe": {**cfg["recipe"], "epochs": 2}}
+    code, err = finished(train_cli(extended, lowered))
+    assert code == 0 and "was written for a different config; starting this cell afresh" in err, err
+
+
+def test_a_raised_cap_does_not_undo_the_recipes_own_stop():
+    from types import SimpleNamespace
+
+    from rnnrepro.train.language_model import LanguageModelTask
+    from rnnrepro.train.loop import Progress, raised_cap
+
+    def rows(*losses):
+        return [{"val_loss": loss} for loss in losses]
+
+    stalled = {"early_stopping": {"patience": 2, "min_delta": 0.01}, "stop_on_nonmono": False, "nonmono": 5}
+    task = SimpleNamespace(recipe=stalled)
+    assert LanguageModelTask.stopped_by_its_rules(task, Progress(history=rows(3.0, 2.5, 2.499, 2.495)))
+    assert not LanguageModelTask.stopped_by_its_rules(task, Progress(history=rows(3.0, 2.5, 2.4, 2.3)))
+    task = SimpleNamespace(recipe={"early_stopping": None, "stop_on_nonmono": True, "nonmono": 2})
+    assert LanguageModelTask.stopped_by_its_rules(task, Progress(history=rows(3.0, 2.0, 2.1, 2.2, 2.3)))
+    assert not LanguageModelTask.stopped_by_its_rules(task, Progress(history=rows(3.0, 2.9, 2.8, 2.7, 2.6)))
+    old = {"model": "m", "recipe": {"epochs": 40, "lr": 0.001}}
+    assert raised_cap(old, {"model": "m", "recipe": {"epochs": 100, "lr": 0.001}})
+    assert not raised_cap(old, {"model": "m", "recipe": {"epochs": 100, "lr": 0.002}})
+    assert not raised_cap(old, {"model": "m", "recipe": {"epochs": 30, "lr": 0.001}})
+    assert not raised_cap(old, {"model": "n", "recipe": {"epochs": 100, "lr": 0.001}})

@@ -249,6 +249,15 @@ class LanguageModelTask:
         if has_stalled(r["early_stopping"], p.history) or p.epoch >= r["epochs"]:
             p.finished = True
 
+    def stopped_by_its_rules(self, progress: Progress) -> bool:
+        """Whether the recipe's own stopping rules ended training (early stopping, the non-monotone stop),
+        rather than its epoch cap: a finished cell whose cap is raised goes on only in the second case."""
+        r, history = self.recipe, progress.history
+        if not history:
+            return False
+        non_monotone = r["stop_on_nonmono"] and is_non_monotone(history[-1]["val_loss"], history[:-1], r["nonmono"])
+        return non_monotone or has_stalled(r["early_stopping"], history)
+
     def report(self, row: dict, progress: Progress) -> str:
         return (f"epoch {row['epoch']}: train ppl {row['train_ppl']:.2f}, val ppl {row['val_ppl']:.2f}, "
                 f"{row['seconds']:.1f}s, {row['tokens_per_s']:.0f} tok/s")

@@ -236,7 +236,9 @@ class TrainingLoop:
                  copy.deepcopy(t.state_dict()), checkpoint.rng_state())
         try:
             saved = checkpoint.load(path, self.device, ("config",))
-            if saved["config"] != self.cfg:
+            raised = saved["config"] != self.cfg and raised_cap(saved["config"], self.cfg) \
+                and hasattr(t, "stopped_by_its_rules")
+            if saved["config"] != self.cfg and not raised:
                 LOGGER.info(f"{path} was written for a different config; starting this cell afresh")
                 return False
             missing = [key for key in ("model", "optimizer", "rng", "progress", "task") if key not in saved]
@@ -265,6 +267,14 @@ class TrainingLoop:
                 kept = f"; moved it to {checkpoint.move_aside(e.path)} (delete that once you no longer need it)"
             LOGGER.warning(f"warning: {e}{kept}; starting this cell afresh")
             return False
+        if raised:
+            before = saved["config"]["recipe"]["epochs"]
+            if progress.finished and not t.stopped_by_its_rules(progress):
+                progress.finished = False
+                progress.epoch, progress.batch, progress.position = progress.epoch + 1, 0, 0
+            LOGGER.info(f"the recipe's epoch cap was raised from {before} to {self.cfg['recipe']['epochs']}"
+                        + ("" if progress.finished else f": training goes on from epoch {progress.epoch}")
+                        + (": its own stopping rule had already ended it" if progress.finished else ""))
         self.progress = p = progress
         self._earlier_wall = p.wall_seconds
         write_history(self.run_dir, p.history)  # as of this checkpoint
@@ -352,6 +362,16 @@ class TrainingLoop:
                    **precision.describe(self.cfg["precision"])}
         write_run_outputs(self.run_dir, self.cfg, t.model.state_dict(), p.history, metrics)
         return metrics
+
+
+def raised_cap(saved: dict, wanted: dict) -> bool:
+    """Whether ``wanted`` is ``saved`` with a higher epoch cap and nothing else changed. Such a cell goes on
+    from its checkpoint (a run that stopped at the old cap continues): its numbers are those of a run
+    started with the higher cap, as no recipe reads the cap before it is reached."""
+    before, after = saved.get("recipe", {}).get("epochs"), wanted.get("recipe", {}).get("epochs")
+    if not isinstance(before, int) or not isinstance(after, int) or after <= before:
+        return False
+    return {**saved, "recipe": {**saved["recipe"], "epochs": after}} == wanted
 
 
 def run_cell(run_dir: Path, cfg: dict, device: torch.device, make_task) -> dict:
