@@ -79,7 +79,7 @@ AUTOCOMPLETE_DATASETS: dict[str, AutocompleteSpec] = {
     # The same, with the 1,024 most frequent words as classes (1,026 with <pad> and <unk>; they cover
     # 71.7 % of the words, where 2^14 cover 97.9 %): the cpu budget's. The dense layer to 16,386 classes
     # is nearly all of a step's time at small widths (8 s a batch at width 60 on a 2-core CPU, against
-    # 0.5 s with 1,026 classes), so only this vocabulary lets a whole pass run there.
+    # 0.5 s with 1,026 classes, timed side by side), so only this vocabulary lets whole passes run there.
     "wt2_text8style_autocomplete_w1024": AutocompleteSpec(
         source="wt2_text8style", max_chars=200, vocabulary_words=2**10, train_percent=90, valid_percent=5,
         seed=450849059, expected_train_observations=None),
