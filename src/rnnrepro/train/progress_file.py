@@ -89,7 +89,7 @@ def another_trainer(run_dir: Path, stale_seconds: float = 4 * HEARTBEAT_SECONDS)
     and outputs, and the Snakemake that sees its job fail deletes what the other wrote."""
     try:
         record = read(run_dir)
-    except DamagedProgressFile:
+    except (DamagedProgressFile, OSError):  # unreadable, or no folder there: the cell's own errors say so
         return None
     if not record or record["state"] != "running" or record.get("host") != socket.gethostname():
         return None
