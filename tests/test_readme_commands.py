@@ -14,6 +14,11 @@ What is substituted, and why:
   made (the smoke test builds one); the rest of the command, its targets and config, is dry-run;
 - a command using `profiles/slurm` needs the SLURM executor plugin, which requirements.txt pins; it
   is dry-run like the others (nothing is submitted), and skipped, saying so, where the plugin is absent.
+
+Commands that differ only in their targets (and in `--cores`, which a dry run does not use) are planned
+together, in one dry run of all their targets: a dry run builds the whole workflow's rules, most of its
+time, and a plan that resolves every target resolves each of them. Where such a run fails, each command
+of the group is dry-run again alone, so a failure names its own command and output.
 """
 
 from __future__ import annotations
@@ -109,6 +114,73 @@ def dry_runs_of(commands: list[str], projects: list[Path], mirror: Path) -> dict
     return {**dict(zip([c for c, _ in jobs], run_all([job for _, job in jobs]))), **unparsable}
 
 
+def planned_apart(arguments: list[str]) -> tuple[str, list[str], list[str]] | None:
+    """What a dry run plans besides its targets (its words but the targets, the cores and `-n`), the
+    arguments without the targets, and the targets (as Snakemake's parser reads them); None where
+    that parser refuses the arguments (that command is dry-run alone, to show Snakemake's message)."""
+    from snakemake.cli import get_argument_parser
+
+    try:
+        parsed = get_argument_parser().parse_args(arguments)
+    except SystemExit:
+        return None
+    targets = list(parsed.targets or [])
+    rest = list(arguments)
+    for target in targets:
+        rest.remove(target)
+    plan, words = [], iter(rest)
+    for word in words:
+        if word in ("--cores", "-c"):
+            next(words, None)
+        elif word not in ("-n", "--dry-run", "--dryrun"):
+            plan.append(word)
+    return repr(plan), rest, targets
+
+
+def grouped_dry_runs(commands: list[str], folder, mirror: Path) -> dict[str, tuple[int, str]]:
+    """Exit status and output of each command as a dry run: commands that plan the same but for their
+    targets share one dry run of all their targets (module docstring); a group whose run fails is
+    dry-run again one command at a time. ``folder()`` makes a fresh project copy."""
+    groups: dict[tuple, list[str]] = {}
+    for command in commands:
+        try:
+            env, arguments = dry_run_arguments(command, mirror)
+        except ValueError:
+            groups[("alone", command)] = [command]
+            continue
+        apart = planned_apart(arguments)
+        key = ("alone", command) if apart is None else (tuple(sorted(env.items())), apart[0])
+        groups.setdefault(key, []).append(command)
+
+    combined: dict[str, list[str]] = {}  # a group's one command line -> its commands
+    for key, members in groups.items():
+        if len(members) == 1:
+            combined[members[0]] = members
+            continue
+        env, first = dry_run_arguments(members[0], mirror)
+        _, rest, _ = planned_apart(first)
+        targets = list(dict.fromkeys(t for m in members for t in planned_apart(dry_run_arguments(m, mirror)[1])[2]))
+        words = [f"{k}={v}" for k, v in env.items()] + ["snakemake", *targets, *[w for w in rest if w != "-n"]]
+        together = shlex.join(words)
+        again = planned_apart(dry_run_arguments(together, mirror)[1])
+        if again is None or again[0] != key[1] or again[2] != targets:  # not the same plan: each alone
+            combined.update({m: [m] for m in members})
+        else:
+            combined[together] = members
+
+    lines = list(combined)
+    results = dry_runs_of(lines, [folder() for _ in lines], mirror)
+    outcome, failed = {}, []
+    for line, members in combined.items():
+        if results[line][0] != 0 and len(members) > 1:
+            failed += members
+        else:
+            outcome.update({m: results[line] for m in members})
+    if failed:
+        outcome.update(dry_runs_of(failed, [folder() for _ in failed], mirror))
+    return outcome
+
+
 def project_copy(folder: Path) -> Path:
     """The project as the pipeline tests copy it, plus examples/ (commands in the docs name its files)."""
     copy_project(folder)
@@ -139,13 +211,14 @@ def mirror(tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="module")
 def dry_runs(request, tmp_path_factory, mirror) -> dict[str, tuple[int, str]]:
-    """Every runnable documented command this session selected, dry-run two at a time, each in a
-    project copy of its own (tests/snakemake_runs.py: Snakemake imported once)."""
+    """Every runnable documented command this session selected, dry-run two at a time, in project
+    copies (tests/snakemake_runs.py: Snakemake imported once); commands that differ only in their
+    targets share a run (grouped_dry_runs)."""
     selected = {item.callspec.params["command"] for item in request.session.items
                 if getattr(item, "callspec", None) and "command" in item.callspec.params}
     runnable = [c for c in COMMANDS if c in selected and not ("profiles/slurm" in c and not SLURM_PLUGIN)
                 and not elided(c)]
-    return dry_runs_of(runnable, [project_copy(tmp_path_factory.mktemp("readme")) for _ in runnable], mirror)
+    return grouped_dry_runs(runnable, lambda: project_copy(tmp_path_factory.mktemp("readme")), mirror)
 
 
 def elided(command: str) -> bool:
@@ -182,6 +255,24 @@ def test_a_broken_command_fails(tmp_path, mirror):
     code, output = dry_runs_of([broken], [project_copy(tmp_path)], mirror)[broken]
     assert code != 0
     assert "Unparsable value: 'results/tables/pru_table1.csv'" in output
+
+
+def test_commands_planned_together_still_fail_one_by_one(tmp_path_factory, mirror):
+    """Two commands that differ only in targets and cores share one dry run; where one of them names a
+    target no rule makes, the shared run fails and each is judged by a run of its own."""
+    good = "snakemake --cores 8 results/paper/tables/pru_table1.csv"
+    bad = "snakemake --cores 1 results/paper/tables/pru_no_such_table.csv"
+    made = []
+
+    def folder():
+        made.append(project_copy(tmp_path_factory.mktemp("grouped")))
+        return made[-1]
+
+    results = grouped_dry_runs([good, bad], folder, mirror)
+    assert len(made) == 3  # the shared run, then each command alone
+    assert results[good][0] == 0, results[good][1][-2000:]
+    assert results[bad][0] != 0 and "pru_no_such_table.csv" in results[bad][1]
+    assert "pru_no_such_table.csv" not in results[good][1]
 
 
 @pytest.mark.parametrize("command", COMMANDS, ids=[f"{', '.join(pages)}: {c}" for c, pages in COMMANDS.items()])
