@@ -142,28 +142,31 @@ def grouped_dry_runs(commands: list[str], folder, mirror: Path) -> dict[str, tup
     targets share one dry run of all their targets (module docstring); a group whose run fails is
     dry-run again one command at a time. ``folder()`` makes a fresh project copy."""
     groups: dict[tuple, list[str]] = {}
+    parsed = {}  # command -> (environment, planned_apart of its arguments)
     for command in commands:
         try:
             env, arguments = dry_run_arguments(command, mirror)
         except ValueError:
+            apart = None
+        else:
+            apart = planned_apart(arguments)
+        if apart is None:
             groups[("alone", command)] = [command]
             continue
-        apart = planned_apart(arguments)
-        key = ("alone", command) if apart is None else (tuple(sorted(env.items())), apart[0])
-        groups.setdefault(key, []).append(command)
+        parsed[command] = (env, apart)
+        groups.setdefault((tuple(sorted(env.items())), apart[0]), []).append(command)
 
     combined: dict[str, list[str]] = {}  # a group's one command line -> its commands
     for key, members in groups.items():
         if len(members) == 1:
             combined[members[0]] = members
             continue
-        env, first = dry_run_arguments(members[0], mirror)
-        _, rest, _ = planned_apart(first)
-        targets = list(dict.fromkeys(t for m in members for t in planned_apart(dry_run_arguments(m, mirror)[1])[2]))
+        env, (plan, rest, _) = parsed[members[0]]
+        targets = list(dict.fromkeys(t for m in members for t in parsed[m][1][2]))
         words = [f"{k}={v}" for k, v in env.items()] + ["snakemake", *targets, *[w for w in rest if w != "-n"]]
         together = shlex.join(words)
         again = planned_apart(dry_run_arguments(together, mirror)[1])
-        if again is None or again[0] != key[1] or again[2] != targets:  # not the same plan: each alone
+        if again is None or again[0] != plan or again[2] != targets:  # not the same plan: each alone
             combined.update({m: [m] for m in members})
         else:
             combined[together] = members
