@@ -13,7 +13,7 @@ from conftest import copy_project, snakemake
 
 from rnnrepro import grid
 from rnnrepro.cells import CELLS, cell_class, cell_options
-from rnnrepro.configuration import REPO_ROOT, ConfigError, load_run_config, load_study, validate_cell_config
+from rnnrepro.configuration import REPO_ROOT, ConfigError, load_run_config, load_study, validate, validate_cell_config
 
 
 @pytest.fixture
@@ -118,6 +118,31 @@ def test_resolved_cell_follows_recipe_dataset_and_budget(run_config, pru):
     assert resolved["recipe"]["batch_size"] == 16             # the budget wins over the dataset
     assert resolved["architecture"]["hidden_size"] == 112     # 1400 x 0.08
     assert resolved["architecture"]["embedding_size"] == 32
+
+
+def test_budget_head_sizes_or_replaces_the_mixture_of_softmaxes(run_config):
+    lrn = load_study("lrn")
+    cell = grid.Cell("lrn", "ptb", "lstm", 10, 1111, "cpu")
+    paper = grid.resolve_cell(lrn, run_config, grid.Cell("lrn", "ptb", "lstm", 100, 1111, "paper"))["architecture"]
+    assert paper["head"] == {"type": "mixture_of_softmaxes", "experts": 15, "latent_dropout": 0.29}
+    assert paper["last_hidden_size"] == 620
+
+    def under(head: dict) -> dict:
+        study = copy.deepcopy(lrn)
+        study["budgets"]["cpu"]["head"] = head
+        return grid.resolve_cell(study, dict(run_config, budget="cpu"), cell)["architecture"]
+
+    fewer = under({"experts": 3})
+    assert fewer["head"] == {"type": "mixture_of_softmaxes", "experts": 3, "latent_dropout": 0.29}
+    assert fewer["last_hidden_size"] == 62                      # 620 x 0.1
+    plain = under({"type": "softmax"})
+    assert plain["head"] == {"type": "softmax"} and "last_hidden_size" not in plain
+    model = grid.resolve_cell(lrn, dict(run_config, budget="cpu"), cell)
+    validate_cell_config(model, "test")                         # as shipped: a config the trainer takes
+    both = copy.deepcopy(lrn)
+    both["budgets"]["cpu"]["head"] = {"type": "softmax", "experts": 3}   # a softmax has no experts
+    with pytest.raises(ConfigError, match="head"):
+        validate(both, "study", "lrn.yaml")
 
 
 def test_finetune_cell_points_at_its_parent(run_config, pru):

@@ -156,8 +156,14 @@ def _scaled(width: int, budget: dict) -> int:
 
 
 def _head(head: dict, budget: dict) -> dict:
-    """A model's output head under a budget: a mixture of softmaxes takes the budget's `head` sizes."""
-    return {**head, **budget.get("head", {})} if head["type"] == "mixture_of_softmaxes" else dict(head)
+    """A model's output head under a budget: a mixture of softmaxes takes the budget's `head` sizes
+    (``experts``), or gives way to a plain softmax through the tied decoder (``type: softmax``)."""
+    change = budget.get("head", {})
+    if head["type"] != "mixture_of_softmaxes":
+        return dict(head)
+    if change.get("type") == "softmax":
+        return {"type": "softmax"}
+    return {**head, **change}
 
 
 def architecture(study: dict, config: dict, model_id: str, corpus: str, dataset: str | None = None) -> dict:
@@ -179,11 +185,15 @@ def architecture(study: dict, config: dict, model_id: str, corpus: str, dataset:
     else:
         param_budget, hidden = None, _scaled(model["hidden_size"], budget)
         embedding = hidden if same_width else _scaled(model["embedding_size"], budget)
+    head = _head(model["head"], budget) if "head" in model else None
+    # A softmax through the tied decoder reads the embedding's width: the last layer outputs that.
+    last_hidden = (None if "last_hidden_size" not in model or (head == {"type": "softmax"} and model["tie_weights"])
+                   else _scaled(model["last_hidden_size"], budget))
     return {"cell": model["cell"], "embedding_size": embedding, "hidden_size": hidden, "layers": model["layers"],
             "tie_weights": model["tie_weights"], "cell_options": dict(model["cell_options"]),
             "param_budget": param_budget, **({"init": model["init"]} if "init" in model else {}),
-            **({"last_hidden_size": _scaled(model["last_hidden_size"], budget)} if "last_hidden_size" in model else {}),
-            **({"head": _head(model["head"], budget)} if "head" in model else {})}
+            **({"last_hidden_size": last_hidden} if last_hidden is not None else {}),
+            **({"head": head} if head is not None else {})}
 
 
 def resolve_cell(study: dict, config: dict, cell: Cell) -> dict:
