@@ -19,6 +19,7 @@ drift from what the notebook writes.
 from __future__ import annotations
 
 import argparse
+import csv
 import os
 import shutil
 import sys
@@ -27,7 +28,6 @@ from pathlib import Path
 
 import jupytext
 import nbformat
-import pandas as pd
 import papermill
 
 from ..configuration import load_study
@@ -103,7 +103,8 @@ def column_differences(study: str, artifact: str, tables: list[str]) -> list[str
     differences = []
     for table, path in zip(spec["tables"], tables):
         declared = spec["columns"][table]
-        written = list(pd.read_csv(path, nrows=0).columns)
+        with open(path, newline="") as f:
+            written = next(csv.reader(f), [])  # the header row
         parts = []
         extra = [column for column in written if column not in declared]
         if extra:
