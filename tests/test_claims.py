@@ -509,7 +509,9 @@ def test_a_render_refreshes_what_an_earlier_render_wrote(recorded):
     """A record changed after a render (a cell recorded again) replaces the copy that render restored."""
     record = recorded / "records/reduced/runs/pru/ptb/lstm_m1000_do05/frac100/seed1111/metrics.json"
     original = record.read_text()
-    assert python_in(recorded, "-m", "rnnrepro.records", "render", "--budget", "reduced").returncode == 0
+    if not (recorded / "results/reduced/runs/pru/ptb/lstm_m1000_do05/frac100/seed1111/metrics.json").exists():
+        # no earlier test of this module has rendered these records yet
+        assert python_in(recorded, "-m", "rnnrepro.records", "render", "--budget", "reduced").returncode == 0
     try:
         record.write_text(json.dumps({**json.loads(original), "test_ppl": 141.0}))
         result = python_in(recorded, "-m", "rnnrepro.records", "render", "--budget", "reduced")
