@@ -1,11 +1,14 @@
 """Shared fixtures: a temporary copy of the project, and one smoke run of the whole pipeline that every
 end-to-end test reads (it is the expensive part of the suite, so it runs once per session)."""
 
+import contextlib
+import io
 import json
 import os
 import shutil
 import subprocess
 import sys
+import traceback
 from pathlib import Path
 
 import pytest
@@ -61,6 +64,36 @@ def train_cli(run_dir: Path, cfg: dict, **popen) -> subprocess.Popen:
     return subprocess.Popen([sys.executable, "-m", "rnnrepro.train", "--run-dir", str(run_dir),
                              "--config", json.dumps(cfg), "--device", "cpu", "--threads", "1"],
                             stderr=subprocess.PIPE, text=True, **popen)
+
+
+def run_here(main, args: list[str]) -> subprocess.CompletedProcess:
+    """A command's ``main(args)`` run in this process, its stdout and stderr captured: the command as
+    its own process would run it, without a new interpreter importing torch again. For runs a test
+    neither signals nor kills. An exception ``main`` lets through exits 1 with its traceback, as it
+    would in its own process."""
+    from rnnrepro import console
+
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            code = main(args)
+        except Exception:
+            traceback.print_exc()
+            code = 1
+        finally:  # main pointed the package's log handler at this call's stderr: take it away again
+            console.LOGGER.removeHandler(console._handler)
+            console._handler = None
+    return subprocess.CompletedProcess(args, code, out.getvalue(), err.getvalue())
+
+
+def train_here(run_dir: Path, cfg: dict) -> tuple[int, str]:
+    """Exit code and stderr of `python -m rnnrepro.train` on one resolved cell config, on one CPU
+    thread, run in this process (``run_here``; ``train_cli`` starts its own)."""
+    from rnnrepro.train.__main__ import main
+
+    result = run_here(main, ["--run-dir", str(run_dir), "--config", json.dumps(cfg), "--device", "cpu",
+                             "--threads", "1"])
+    return result.returncode, result.stderr
 
 
 def finished(proc: subprocess.Popen) -> tuple[int, str]:

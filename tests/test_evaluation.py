@@ -4,7 +4,6 @@ gradient saliency, their CLI and rule, and the PRU notebooks that read them (on 
 import json
 import math
 import subprocess
-import sys
 from pathlib import Path
 
 import pandas as pd
@@ -12,7 +11,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from conftest import copy_project, snakemake
+from conftest import copy_project, run_here, snakemake
 from rnnrepro.analysis import lrn, pru
 from rnnrepro.analysis.autocomplete import example_predictions
 from rnnrepro.analysis.run_notebook import run as run_notebook
@@ -516,10 +515,11 @@ def trained_cell(tmp_path: Path) -> Path:
 
 
 def evaluation_cli(run_dir: Path, spec: dict, output: Path) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "rnnrepro.evaluation", "--run-dir", str(run_dir), "--name",
-                           spec.get("name", "x"), "--config", json.dumps(spec), "--output", str(output),
-                           "--device", "cpu", "--threads", "1"],
-                          capture_output=True, text=True, timeout=300)
+    """`python -m rnnrepro.evaluation` on one run folder, run in this process (conftest.run_here)."""
+    from rnnrepro.evaluation.__main__ import main
+
+    return run_here(main, ["--run-dir", str(run_dir), "--name", spec.get("name", "x"), "--config", json.dumps(spec),
+                           "--output", str(output), "--device", "cpu", "--threads", "1"])
 
 
 def test_cli_runs_each_method_over_a_run_folder(tmp_path):

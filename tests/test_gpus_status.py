@@ -22,7 +22,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 import yaml
-from conftest import copy_project, finished, snakemake, train_cli
+from conftest import copy_project, snakemake, train_cli, train_here
 
 from rnnrepro import gpus, grid, status
 from rnnrepro.configuration import REPO_ROOT, load_run_config, load_study, load_yaml
@@ -254,7 +254,7 @@ def test_killed_and_failed_cells_from_the_trainers_own_files(tmp_path, tiny_cell
 
     diverging = dict(tiny_cell, recipe=dict(tiny_cell["recipe"], lr=1e38, clip=1e38, ar_alpha=0.0, tar_beta=0.0))
     failing = grid.Cell("pru", "synth_ptb", "lstm_m1200", 100, 5, "smoke")
-    code, err = finished(train_cli(tmp_path / failing.run_dir, diverging))
+    code, err = train_here(tmp_path / failing.run_dir, diverging)
     assert code == 1, err
     failed = status.cell_status(tmp_path, failing, "ptb")
     assert failed.state == "failed" and "TrainingDiverged" in failed.note

@@ -323,5 +323,5 @@ def test_claims_hold_on_the_papers_own_numbers(study):
     tables = {"lrn_lm": pd.DataFrame(lm_rows), "lrn_speed": pd.DataFrame(speed_rows),
               "lrn_params": pd.DataFrame(params_rows)}
     verdicts = evaluate_study(study, run_config("paper"), tables)
-    assert len(verdicts) == 1 + 2 + 10 + 10 + 1 + 2
+    assert len(verdicts) == 1 + 2 + 2 + 10 + 10 + 1 + 2
     assert [v["claim"] for v in verdicts if v["verdict"] != HELD] == []

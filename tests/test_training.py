@@ -23,7 +23,7 @@ import pandas as pd
 import pytest
 import torch
 import yaml
-from conftest import finished, numbers, train_cli
+from conftest import finished, numbers, train_cli, train_here
 
 from rnnrepro import grid, precision
 from rnnrepro.configuration import REPO_ROOT, ConfigError, load_run_config, load_study, validate_cell_config
@@ -76,7 +76,7 @@ def reference_run(tmp_path_factory, corpus_dir):
     """An uninterrupted 3-epoch PRU run, the baseline of the resume tests."""
     run_dir = tmp_path_factory.mktemp("runs") / "reference"
     cfg = smoke_config(corpus_dir, "pru_g4_k2_m1400", epochs=3)
-    code, err = finished(train_cli(run_dir, cfg))
+    code, err = train_here(run_dir, cfg)
     assert code == 0, err
     return run_dir, cfg
 
@@ -102,7 +102,7 @@ def test_synthetic_corpus_rewards_a_recurrent_model(corpus_dir, tmp_path):
     cfg = smoke_config(corpus_dir, "lstm_m1000", hidden_size=64, epochs=2, dropout_input=0.0,
                        dropout_hidden=0.0, dropout_output=0.0, ar_alpha=0.0, tar_beta=0.0, test_every_epoch=True)
     cfg["architecture"].update(layers=1, tie_weights=False)
-    code, err = finished(train_cli(tmp_path / "lstm", cfg))
+    code, err = train_here(tmp_path / "lstm", cfg)
     assert code == 0, err
     metrics = json.loads((tmp_path / "lstm" / "metrics.json").read_text())
     assert metrics["test_ppl"] < 0.6 * unigram_ppl(corpus_dir)
@@ -155,7 +155,7 @@ def sgd_schedule_config(corpus_dir: Path) -> dict:
 def test_sgd_step_schedule_lowers_the_rate_per_epoch(corpus_dir, tmp_path):
     cfg = sgd_schedule_config(corpus_dir)
     assert cfg["recipe"]["optimizer"] == "sgd" and cfg["architecture"]["init"] == "uniform_all"
-    code, err = finished(train_cli(tmp_path / "sgd", cfg))
+    code, err = train_here(tmp_path / "sgd", cfg)
     assert code == 0, err
     history = pd.read_csv(tmp_path / "sgd" / "history.csv")
     lr = cfg["recipe"]["lr"]
@@ -167,7 +167,7 @@ def test_sgd_step_schedule_resumes_bit_for_bit(corpus_dir, tmp_path):
     """Killed inside epoch 3 (the second at a lowered rate), the run resumes on the same rates: the
     schedule is derived from the epoch in the checkpoint."""
     cfg = sgd_schedule_config(corpus_dir)
-    code, err = finished(train_cli(tmp_path / "uninterrupted", cfg))
+    code, err = train_here(tmp_path / "uninterrupted", cfg)
     assert code == 0, err
     run_dir = tmp_path / "killed"
     proc = train_cli(run_dir, cfg)
@@ -181,7 +181,7 @@ def test_sgd_step_schedule_resumes_bit_for_bit(corpus_dir, tmp_path):
     proc.kill()
     proc.wait()
     assert not (run_dir / "metrics.json").exists()
-    code, err = finished(train_cli(run_dir, cfg))
+    code, err = train_here(run_dir, cfg)
     assert code == 0, err
     assert "resuming from" in err and "epoch 3" in err
     assert numbers(run_dir / "metrics.json") == numbers(tmp_path / "uninterrupted" / "metrics.json")
@@ -207,7 +207,7 @@ def test_sigterm_checkpoints_mid_epoch_and_resumes(reference_run, tmp_path):
     code, err = finished(proc)
     assert code == 143, err
     assert "stopped by SIGTERM" in err
-    code, err = finished(train_cli(run_dir, cfg))
+    code, err = train_here(run_dir, cfg)
     assert code == 0, err
     assert "resuming from" in err and "row 0" not in err  # continued mid-epoch
     assert numbers(run_dir / "metrics.json") == numbers(reference_run[0] / "metrics.json")
@@ -216,9 +216,9 @@ def test_sigterm_checkpoints_mid_epoch_and_resumes(reference_run, tmp_path):
 def test_changed_config_starts_afresh(reference_run, tmp_path):
     _, cfg = reference_run
     run_dir = tmp_path / "changed"
-    code, err = finished(train_cli(run_dir, dict(cfg, recipe=dict(cfg["recipe"], epochs=1))))
+    code, err = train_here(run_dir, dict(cfg, recipe=dict(cfg["recipe"], epochs=1)))
     assert code == 0, err
-    code, err = finished(train_cli(run_dir, dict(cfg, recipe=dict(cfg["recipe"], epochs=1, lr=10.0))))
+    code, err = train_here(run_dir, dict(cfg, recipe=dict(cfg["recipe"], epochs=1, lr=10.0)))
     assert code == 0, err
     assert "different config" in err
 
@@ -246,7 +246,7 @@ def test_finetune_starts_from_parent(reference_run, corpus_dir, tmp_path):
     parent_dir, _ = reference_run
     cfg = smoke_config(corpus_dir, "awd_pru_g4_k2_m1400_ft", epochs=2)
     cfg["init_from"] = str(parent_dir / "model.pt")
-    code, err = finished(train_cli(tmp_path / "ft", cfg))
+    code, err = train_here(tmp_path / "ft", cfg)
     # the parent is a standard-dropout PRU of the same shape, so the weights load
     assert code == 0, err
     metrics = json.loads((tmp_path / "ft" / "metrics.json").read_text())
@@ -258,14 +258,14 @@ def test_finetune_starts_from_parent(reference_run, corpus_dir, tmp_path):
 def test_bad_config_is_rejected(tmp_path, corpus_dir):
     cfg = smoke_config(corpus_dir, "lstm_m1000")
     cfg["recipe"]["optimiser"] = cfg["recipe"].pop("optimizer")
-    code, err = finished(train_cli(tmp_path / "bad", cfg))
+    code, err = train_here(tmp_path / "bad", cfg)
     assert code == 1 and "unknown key 'optimiser'" in err
 
 
 def test_missing_dataset_is_named(tmp_path, corpus_dir):
     cfg = smoke_config(corpus_dir, "lstm_m1000")
     cfg["data"] = {"dir": str(tmp_path / "nowhere"), "train_file": str(tmp_path / "nowhere" / "train.txt")}
-    code, err = finished(train_cli(tmp_path / "missing", cfg))
+    code, err = train_here(tmp_path / "missing", cfg)
     assert code == 1 and "nowhere" in err
 
 
@@ -283,7 +283,7 @@ def test_perplexity_never_overflows():
 def test_large_finite_loss_stops_like_nan(corpus_dir, tmp_path):
     """lr 1e6: the loss stays finite but its perplexity overflows (math.exp raised OverflowError)."""
     cfg = smoke_config(corpus_dir, "lstm_m1000", lr=1e6, epochs=1, ar_alpha=0.0, tar_beta=0.0)
-    code, err = finished(train_cli(tmp_path / "huge", cfg))
+    code, err = train_here(tmp_path / "huge", cfg)
     assert code == 1, err
     assert "Traceback" not in err and "OverflowError" not in err
     assert re.search(r"cell pru/synth_ptb/lstm_m1000/frac100/seed3, epoch 1, batch \d+: the training loss is "
@@ -296,7 +296,7 @@ def test_run_folder_that_cannot_be_made_is_named(corpus_dir, tmp_path):
     """A file where the run folder's parent should be: refused even as root (unlike chmod)."""
     (tmp_path / "results").write_text("not a folder")
     run_dir = tmp_path / "results" / "cell"
-    code, err = finished(train_cli(run_dir, smoke_config(corpus_dir, "lstm_m1000", epochs=1)))
+    code, err = train_here(run_dir, smoke_config(corpus_dir, "lstm_m1000", epochs=1))
     assert code == 1, err
     assert "Traceback" not in err
     assert f"cannot write {run_dir / 'config.json'}" in err and "A file stands where a folder" in err
@@ -375,7 +375,7 @@ def test_full_disk_keeps_the_last_good_checkpoint(reference_run, tmp_path):
     assert not checkpoint_file.with_name("last.pt.tmp").exists()
     saved = torch.load(checkpoint_file, weights_only=False)
     assert len(saved["progress"].history) == 1 and not (run_dir / "metrics.json").exists()
-    code, err = finished(train_cli(run_dir, cfg))
+    code, err = train_here(run_dir, cfg)
     assert code == 0, err
     assert "resuming from" in err and "epoch 1, row" in err
     assert numbers(run_dir / "metrics.json") == numbers(reference_run[0] / "metrics.json")
@@ -390,7 +390,7 @@ def test_damaged_checkpoint_is_set_aside(reference_run, tmp_path):
     checkpoint_file = run_dir / "checkpoint" / "last.pt"
     damaged = checkpoint_file.read_bytes()[:5000]
     checkpoint_file.write_bytes(damaged)
-    code, err = finished(train_cli(run_dir, cfg))
+    code, err = train_here(run_dir, cfg)
     assert code == 0, err
     assert f"warning: {checkpoint_file} is damaged" in err and "starting this cell afresh" in err
     assert (run_dir / "checkpoint" / "last.pt.damaged").read_bytes() == damaged
@@ -418,7 +418,7 @@ def test_damaged_parent_weights_are_named(corpus_dir, tmp_path):
     parent.write_bytes(b"truncated")
     cfg = smoke_config(corpus_dir, "awd_pru_g4_k2_m1400_ft", epochs=1)
     cfg["init_from"] = str(parent)
-    code, err = finished(train_cli(tmp_path / "ft", cfg))
+    code, err = train_here(tmp_path / "ft", cfg)
     assert code == 1, err
     assert f"{parent} is damaged" in err and "delete it and its metrics.json" in err
     assert "Traceback" not in err and parent.read_bytes() == b"truncated"
@@ -464,7 +464,7 @@ def test_bf16_autocast_reaches_the_arithmetic(corpus_dir, tmp_path):
     assert losses["bf16"] != losses["fp32"] and losses["bf16"] == pytest.approx(losses["fp32"], rel=1e-2)
     cfg = smoke_config(corpus_dir, "lstm_m1000", epochs=1)
     cfg["precision"] = "bf16"
-    code, err = finished(train_cli(tmp_path / "bf16", cfg))
+    code, err = train_here(tmp_path / "bf16", cfg)
     assert code == 0, err
     metrics = json.loads((tmp_path / "bf16" / "metrics.json").read_text())
     assert metrics["precision"] == "bf16" and metrics["autocast_dtype"] == "bfloat16"
@@ -521,7 +521,7 @@ def autocomplete_reference_run(tmp_path_factory, autocomplete_dir):
     """An uninterrupted 2-epoch GRU autocomplete run, the baseline of the resume test."""
     run_dir = tmp_path_factory.mktemp("runs") / "autocomplete_reference"
     cfg = autocomplete_config(autocomplete_dir)
-    code, err = finished(train_cli(run_dir, cfg))
+    code, err = train_here(run_dir, cfg)
     assert code == 0, err
     return run_dir, cfg
 
@@ -586,7 +586,7 @@ def test_killed_run_resumes_bit_for_bit(task, request, tmp_path):
     proc.kill()
     proc.wait()
     assert not (run_dir / "metrics.json").exists()
-    code, err = finished(train_cli(run_dir, cfg))
+    code, err = train_here(run_dir, cfg)
     assert code == 0, err
     assert "resuming from" in err
     assert numbers(run_dir / "metrics.json") == numbers(reference_dir / "metrics.json")
@@ -596,7 +596,7 @@ def test_killed_run_resumes_bit_for_bit(task, request, tmp_path):
 @pytest.mark.parametrize("task", TASKS)
 def test_nan_loss_stops_with_a_clear_error(task, request, tmp_path):
     cfg = TASKS[task].diverging(request.getfixturevalue(TASKS[task].data))
-    code, err = finished(train_cli(tmp_path / "nan", cfg))
+    code, err = train_here(tmp_path / "nan", cfg)
     assert code == 1
     assert re.search(TASKS[task].loss_error, err), err
     assert TASKS[task].hint in err
@@ -635,11 +635,11 @@ def test_a_raised_epoch_cap_goes_on_from_the_checkpoint_bit_for_bit(reference_ru
     changed, trains only the new epochs and ends where a run started with the higher cap ends."""
     run_dir, cfg = reference_run
     raised = {**cfg, "recipe": {**cfg["recipe"], "epochs": 5}}
-    code, err = finished(train_cli(tmp_path / "five", raised))
+    code, err = train_here(tmp_path / "five", raised)
     assert code == 0, err
     extended = tmp_path / "extended"
     shutil.copytree(run_dir, extended)
-    code, err = finished(train_cli(extended, raised))
+    code, err = train_here(extended, raised)
     assert code == 0, err
     assert "the recipe's epoch cap was raised from 3 to 5: training goes on from epoch 4" in err, err
     assert "epoch 1:" not in err and "epoch 4:" in err and "epoch 5:" in err
