@@ -660,3 +660,20 @@ def test_saliency_notebook(tmp_path, monkeypatch):
     assert len(table) == 6
     assert table["saliency_share"].tolist() == [0.25, 0.25, 0.5] * 2
     assert table["top5"].iloc[0].startswith("on (0.400) down (0.200)")
+
+
+def test_gradient_passes_leave_the_precision_flags_readable():
+    """The passes that take gradients in eval mode switch cuDNN off and on again without touching its
+    TF32 flags: after `precision.apply` (torch's per-operator API) and two such passes, every flag still
+    reads without torch's complaint about mixed APIs, and cuDNN is as it was."""
+    from rnnrepro import precision
+    from rnnrepro.evaluation.dynamic import eval_mode_with_gradients
+
+    before = torch.backends.cudnn.enabled
+    precision.apply("fp32")
+    for _ in range(2):
+        with eval_mode_with_gradients(torch.nn.Linear(2, 2)):
+            assert not torch.backends.cudnn.enabled
+    assert torch.backends.cudnn.enabled == before
+    if hasattr(torch.backends.cudnn, "rnn"):  # torch >= 2.9: the per-operator flags stay as apply set them
+        assert torch.backends.cudnn.rnn.fp32_precision == torch.backends.cudnn.conv.fp32_precision == "ieee"

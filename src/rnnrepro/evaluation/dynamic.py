@@ -164,10 +164,17 @@ def eval_mode_with_gradients(model):
     """Dropout off (eval mode) for passes that take gradients, with cuDNN off: cuDNN has no backward
     through an RNN run in eval mode ("cudnn RNN backward can only be called in training mode",
     pytorch#5878, whose use case was dynamic evaluation; it hits nn.LSTM/nn.GRU and torch.lstm alike).
-    PyTorch's own kernels compute the same function with a backward in any mode."""
+    PyTorch's own kernels compute the same function with a backward in any mode. Only ``enabled`` is
+    switched: ``torch.backends.cudnn.flags`` would also set and restore TF32 through the legacy flag,
+    which leaves the per-operator precisions that ``precision.apply`` set disagreeing, and the next
+    reader of that flag in the process raises."""
     model.eval()
-    with torch.backends.cudnn.flags(enabled=False):
+    was_enabled = torch.backends.cudnn.enabled
+    torch.backends.cudnn.enabled = False
+    try:
         yield
+    finally:
+        torch.backends.cudnn.enabled = was_enabled
 
 
 def _segment_loss(model, x: torch.Tensor, y: torch.Tensor, state: list) -> tuple[torch.Tensor, list]:
