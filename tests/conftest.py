@@ -70,7 +70,8 @@ def run_here(main, args: list[str]) -> subprocess.CompletedProcess:
     """A command's ``main(args)`` run in this process, its stdout and stderr captured: the command as
     its own process would run it, without a new interpreter importing torch again. For runs a test
     neither signals nor kills. An exception ``main`` lets through exits 1 with its traceback, as it
-    would in its own process."""
+    would in its own process. What ``main`` sets process-wide stays set (``--threads`` is torch's thread
+    count for the rest of this pytest worker)."""
     from rnnrepro import console
 
     out, err = io.StringIO(), io.StringIO()
@@ -81,8 +82,7 @@ def run_here(main, args: list[str]) -> subprocess.CompletedProcess:
             traceback.print_exc()
             code = 1
         finally:  # main pointed the package's log handler at this call's stderr: take it away again
-            console.LOGGER.removeHandler(console._handler)
-            console._handler = None
+            console.stop_logging()
     return subprocess.CompletedProcess(args, code, out.getvalue(), err.getvalue())
 
 

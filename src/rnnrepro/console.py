@@ -39,6 +39,14 @@ def setup_logging() -> None:
     LOGGER.setLevel(logging.INFO)
 
 
+def stop_logging() -> None:
+    """Undo ``setup_logging``: for a command's ``main`` run inside another program (the tests do)."""
+    global _handler
+    if _handler is not None:
+        LOGGER.removeHandler(_handler)
+        _handler = None
+
+
 class _LoggedProgress(tqdm):
     """tqdm whose every display is one log line (no carriage returns, no redrawing)."""
 
