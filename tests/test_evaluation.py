@@ -664,8 +664,8 @@ def test_saliency_notebook(tmp_path, monkeypatch):
 
 def test_gradient_passes_leave_the_precision_flags_readable():
     """The passes that take gradients in eval mode switch cuDNN off and on again without touching its
-    TF32 flags: after `precision.apply` (torch's per-operator API) and two such passes, every flag still
-    reads without torch's complaint about mixed APIs, and cuDNN is as it was."""
+    TF32 flags: after `precision.apply` (torch's per-operator API) two such passes run without torch's
+    complaint about mixed APIs, and leave cuDNN and the per-operator precisions as they were."""
     from rnnrepro import precision
     from rnnrepro.evaluation.dynamic import eval_mode_with_gradients
 

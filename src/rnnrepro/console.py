@@ -31,8 +31,7 @@ _handler: logging.Handler | None = None
 def setup_logging() -> None:
     """Log the package's messages to stderr (where the jobs' logs go); a command line calls this first."""
     global _handler
-    if _handler is not None:
-        LOGGER.removeHandler(_handler)
+    stop_logging()
     _handler = logging.StreamHandler(sys.stderr)
     _handler.setFormatter(logging.Formatter(LOG_FORMAT))
     LOGGER.addHandler(_handler)
