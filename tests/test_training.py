@@ -545,6 +545,47 @@ def test_autocomplete_outputs(autocomplete_reference_run):
     assert saved["config"] == cfg
 
 
+def test_a_raised_autocomplete_cap_goes_on_from_the_checkpoint_bit_for_bit(autocomplete_reference_run, tmp_path):
+    """A finished autocomplete cell asked again with one more pass trains only that pass and ends where
+    a run started with three passes ends; its history holds one extra row, the check at the old cap
+    (and the next row's training loss is the mean over the batches since that check)."""
+    run_dir, cfg = autocomplete_reference_run
+    raised = {**cfg, "recipe": {**cfg["recipe"], "epochs": 3}}
+    code, err = train_here(tmp_path / "three", raised)
+    assert code == 0, err
+    extended = tmp_path / "extended"
+    shutil.copytree(run_dir, extended)
+    code, err = train_here(extended, raised)
+    assert code == 0, err
+    assert "the recipe's epoch cap was raised from 2 to 3: training goes on from epoch 3" in err, err
+    assert numbers(extended / "metrics.json") == numbers(tmp_path / "three" / "metrics.json")
+    batches = json.loads((run_dir / "metrics.json").read_text())["iterations"]
+    rows = history_without_timing(extended)
+    old_cap_check = [row for row in rows[1:] if row.split(",")[0] == str(batches)]
+    assert batches % cfg["recipe"]["validation_every"] and len(old_cap_check) == 1  # the fixture has the extra row
+    rows = [row for row in rows if row not in old_cap_check]
+    fresh = history_without_timing(tmp_path / "three")
+    assert len(rows) == len(fresh)
+    after = next(i for i, row in enumerate(fresh[1:], 1) if int(row.split(",")[0]) > batches)
+    loss = fresh[0].split(",").index("train_loss")
+    for i, (ours, theirs) in enumerate(zip(rows, fresh)):
+        if i == after:  # its training loss averages the batches since the extra check
+            ours, theirs = ours.split(","), theirs.split(",")
+            del ours[loss], theirs[loss]
+        assert ours == theirs, i
+
+
+def test_a_raised_cap_leaves_an_autocomplete_cell_its_iteration_limit(autocomplete_dir, tmp_path):
+    cfg = autocomplete_config(autocomplete_dir, max_iterations=7)
+    cfg["recipe"]["epochs"] = 1
+    code, err = train_here(tmp_path, cfg)
+    assert code == 0, err
+    code, err = train_here(tmp_path, {**cfg, "recipe": {**cfg["recipe"], "epochs": 2}})
+    assert code == 0, err
+    assert "its own stopping rule had already ended it" in err, err
+    assert json.loads((tmp_path / "metrics.json").read_text())["iterations"] == 7
+
+
 # --- both tasks: a kill, and a loss that is not finite ---------------------------------------------
 
 @dataclass(frozen=True)

@@ -180,6 +180,14 @@ class AutocompleteTask:
     def after_validation(self, row: dict, progress: Progress) -> None:
         progress.finished = progress.iteration >= self.total_iterations()
 
+    def stopped_by_its_rules(self, progress: Progress) -> bool:
+        """Whether something other than the epoch cap ended training: here only ``max_iterations``. A
+        finished cell whose cap is raised goes on otherwise; the steps are those of a run started with the
+        higher cap (the observation order is a function of seed and epoch, Adam's state is in the
+        checkpoint), and its history keeps the check made at the old cap."""
+        limit = self.recipe["max_iterations"]
+        return limit is not None and progress.iteration >= limit
+
     def report(self, row: dict, progress: Progress) -> str:
         return (f"iteration {row['iteration']}/{self.total_iterations()}: val loss {row['val_loss']:.4f}, "
                 f"val accuracy {row['val_accuracy']:.4f}, {row['seconds']:.1f}s")
