@@ -577,21 +577,15 @@ def test_a_raised_autocomplete_cap_goes_on_from_the_checkpoint_bit_for_bit(autoc
     a run started with three passes ends; its history holds one extra row, the check at the old cap
     (and the next row's training loss is the mean over the batches since that check)."""
     run_dir, cfg = autocomplete_reference_run
-    raised = {**cfg, "recipe": {**cfg["recipe"], "epochs": 3}}
-    code, err = train_here(tmp_path / "three", raised)
-    assert code == 0, err
-    extended = tmp_path / "extended"
-    shutil.copytree(run_dir, extended)
-    code, err = train_here(extended, raised)
-    assert code == 0, err
+    extended, err = run_with_a_raised_cap(run_dir, cfg, 3, tmp_path)
     assert "the recipe's epoch cap was raised from 2 to 3: training goes on from epoch 3" in err, err
-    assert numbers(extended / "metrics.json") == numbers(tmp_path / "three" / "metrics.json")
+    assert numbers(extended / "metrics.json") == numbers(tmp_path / "fresh" / "metrics.json")
     batches = json.loads((run_dir / "metrics.json").read_text())["iterations"]
     rows = history_without_timing(extended)
     old_cap_check = [row for row in rows[1:] if row.split(",")[0] == str(batches)]
     assert batches % cfg["recipe"]["validation_every"] and len(old_cap_check) == 1  # the fixture has the extra row
     rows = [row for row in rows if row not in old_cap_check]
-    fresh = history_without_timing(tmp_path / "three")
+    fresh = history_without_timing(tmp_path / "fresh")
     assert len(rows) == len(fresh)
     after = next(i for i, row in enumerate(fresh[1:], 1) if int(row.split(",")[0]) > batches)
     loss = fresh[0].split(",").index("train_loss")
@@ -702,17 +696,24 @@ def test_a_raised_epoch_cap_goes_on_from_the_checkpoint_bit_for_bit(reference_ru
     """A cell that stopped at its recipe's epoch cap, asked again with a higher cap and nothing else
     changed, trains only the new epochs and ends where a run started with the higher cap ends."""
     run_dir, cfg = reference_run
-    raised = {**cfg, "recipe": {**cfg["recipe"], "epochs": 5}}
-    code, err = train_here(tmp_path / "five", raised)
+    extended, err = run_with_a_raised_cap(run_dir, cfg, 5, tmp_path)
+    assert "the recipe's epoch cap was raised from 3 to 5: training goes on from epoch 4" in err, err
+    assert "epoch 1:" not in err and "epoch 4:" in err and "epoch 5:" in err
+    assert numbers(extended / "metrics.json") == numbers(tmp_path / "fresh" / "metrics.json")
+    assert history_without_timing(extended) == history_without_timing(tmp_path / "fresh")
+
+
+def run_with_a_raised_cap(run_dir: Path, cfg: dict, epochs: int, tmp_path: Path) -> tuple[Path, str]:
+    """``cfg`` with the cap raised to ``epochs``, trained from scratch into ``tmp_path/fresh`` and on
+    from a copy of the finished ``run_dir``: that copy's folder, and what its training said."""
+    raised = {**cfg, "recipe": {**cfg["recipe"], "epochs": epochs}}
+    code, err = train_here(tmp_path / "fresh", raised)
     assert code == 0, err
     extended = tmp_path / "extended"
     shutil.copytree(run_dir, extended)
     code, err = train_here(extended, raised)
     assert code == 0, err
-    assert "the recipe's epoch cap was raised from 3 to 5: training goes on from epoch 4" in err, err
-    assert "epoch 1:" not in err and "epoch 4:" in err and "epoch 5:" in err
-    assert numbers(extended / "metrics.json") == numbers(tmp_path / "five" / "metrics.json")
-    assert history_without_timing(extended) == history_without_timing(tmp_path / "five")
+    return extended, err
     # anything else changed, or a lower cap, starts afresh: raised_cap below, test_changed_config_starts_afresh
 
 
