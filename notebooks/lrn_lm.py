@@ -17,9 +17,10 @@
 # in the paper). Perplexities are the best-validation checkpoint on the validation and test streams
 # (`eval_batch_size` in each run's metrics); `paper_test_ppl` is the paper's Table 6 (it gives no
 # validation perplexity). Column `weight_drop` says which weight drop a row was trained with: the
-# paper's rows are "as released" (none; the released code's weight drop does nothing). Under the smoke
-# budget the models are tiny and trained on a synthetic stand-in (column `corpus`): only the table's
-# shape is comparable.
+# paper's rows are "as released" (none; the released code's weight drop does nothing); column `head`
+# names the output layer (the paper's mixture of 15 softmaxes, or a plain softmax where a budget
+# replaces it: `cpu`). Under the smoke budget the models are tiny and trained on a synthetic stand-in
+# (column `corpus`): only the table's shape is comparable.
 
 # %% tags=["parameters"]
 study = "lrn"
@@ -44,7 +45,7 @@ table = lm_table(metrics_files, dynamic, study_config, artifact)
 # (a budget may score dynamic evaluation on the test split only; every other stage has validation)
 assert table.loc[table["stage"] != "dynamic", "val_ppl"].notna().all(), "a cell has no validation perplexity"
 save(table, tables[0], complete=["test_ppl"])
-table[["dataset", "model", "stage", "weight_drop", "params", "val_ppl", "test_ppl", "paper_test_ppl"]]
+table[["dataset", "model", "stage", "head", "weight_drop", "params", "val_ppl", "test_ppl", "paper_test_ppl"]]
 
 # %% [markdown]
 # Test perplexity per stage, ours beside the paper's.

@@ -42,6 +42,14 @@ def every_update_logged(monkeypatch, caplog):
     return caplog
 
 
+@pytest.mark.parametrize(("unit", "units"), [("batch", "batches"), ("row", "rows"), ("window", "windows")])
+def test_progress_lines_name_their_units_in_the_plural(every_update_logged, unit, units):
+    for _ in console.progress(2, "counting", unit, iterable=range(2)):
+        pass
+    lines = progress_lines(every_update_logged.messages, "counting")
+    assert lines and all(f"/2 {units}) in " in line for line in lines), lines
+
+
 def test_a_training_epoch_and_its_final_evaluation_log_progress(tmp_path):
     corpus = tmp_path / "processed"
     prepare("synth_ptb", fetch("synth_ptb", tmp_path / "raw"), corpus)

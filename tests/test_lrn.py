@@ -12,7 +12,7 @@ import torch.nn.functional as F
 import yaml
 
 from rnnrepro import grid
-from rnnrepro.analysis.lrn import final_state_weights, lrn_gates, unfolded_weights
+from rnnrepro.analysis.lrn import final_state_weights, head_name, lrn_gates, unfolded_weights
 from rnnrepro.cells import build_layer
 from rnnrepro.configuration import REPO_ROOT, load_study
 from rnnrepro.models.language_model import Dropouts, LanguageModel
@@ -293,6 +293,12 @@ def test_table_rows_are_as_released_and_extra_rows_as_intended(study):
         assert resolved(study, "paper", "ptb", model)["recipe"]["weight_drop"] == 0
     recipe = resolved(study, "paper", "wt2", "lrn_wdi_ft")["recipe"]
     assert (recipe["weight_drop"], recipe["weight_drop_targets"], recipe["lr"]) == (0.5, "all_matrices", 20.0)
+
+
+def test_the_table_names_the_head_each_budget_trains(study):
+    heads = {budget: head_name(resolved(study, budget, "ptb", "lrn_ft")["architecture"].get("head"))
+             for budget in ("cpu", "paper")}
+    assert heads == {"cpu": "softmax", "paper": "mixture of 15 softmaxes"}
 
 
 def test_smoke_grid_is_small(study):

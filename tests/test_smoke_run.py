@@ -143,7 +143,7 @@ def test_smoke_artifacts_exist_with_every_stage(smoke_project):
     lm = pd.read_csv(smoke_project / "results/tables/lrn_lm.csv")
     assert set(lm["stage"]) == {"base", "finetune", "dynamic"} and set(lm["corpus"]) == {"synth_ptb"}
     assert lm[["val_ppl", "test_ppl"]].notna().all().all() and lm["paper_test_ppl"].notna().all()
-    assert (lm["weight_drop"] == "as released (none)").all()
+    assert (lm["weight_drop"] == "as released (none)").all() and (lm["head"] == "mixture of 15 softmaxes").all()
     speed = pd.read_csv(smoke_project / "results/tables/lrn_speed.csv")
     assert list(speed["model"]) == LRN_CELLS and speed.loc[0, "lm_ratio"] == 1.0
     assert speed["paper_snli_ratio"].round(3).tolist() == [1.0, 0.935, 0.802, 0.985, 0.798]

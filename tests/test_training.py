@@ -255,6 +255,33 @@ def test_finetune_starts_from_parent(reference_run, corpus_dir, tmp_path):
     assert metrics["best_val_loss_during_training"] <= parent["best_val_loss_during_training"] + 1e-6
 
 
+def test_a_finetuned_cell_whose_parent_changed_starts_afresh(reference_run, corpus_dir, tmp_path):
+    """A finished finetuned cell run again after its parent was retrained (same config, other weights)
+    trains again from the new weights: its resume checkpoint knows which weights it started from."""
+    parent = tmp_path / "parent"
+    shutil.copytree(reference_run[0], parent)
+    cfg = smoke_config(corpus_dir, "awd_pru_g4_k2_m1400_ft", epochs=1)
+    cfg["init_from"] = str(parent / "model.pt")
+    code, err = train_here(tmp_path / "ft", cfg)
+    assert code == 0, err
+    saved = torch.load(parent / "model.pt", weights_only=False)
+    saved["config"] = {**saved["config"], "recipe": {**saved["config"]["recipe"], "epochs": 4}}
+    torch.save(saved, parent / "model.pt")  # the same weights written again under a raised cap
+    code, err = train_here(tmp_path / "ft", cfg)
+    assert code == 0 and "resuming from" in err and "afresh" not in err, err
+
+    generator = torch.Generator().manual_seed(0)
+    saved["state_dict"] = {name: w + 0.01 * torch.randn(w.shape, generator=generator)
+                           for name, w in saved["state_dict"].items()}
+    torch.save(saved, parent / "model.pt")  # the parent retrained: other weights
+    code, err = train_here(tmp_path / "ft", cfg)
+    assert code == 0, err
+    assert f"({parent / 'model.pt'} has changed since); starting this cell afresh" in err, err
+    code, err = train_here(tmp_path / "fresh", cfg)
+    assert code == 0, err
+    assert numbers(tmp_path / "ft" / "metrics.json") == numbers(tmp_path / "fresh" / "metrics.json")
+
+
 def test_bad_config_is_rejected(tmp_path, corpus_dir):
     cfg = smoke_config(corpus_dir, "lstm_m1000")
     cfg["recipe"]["optimiser"] = cfg["recipe"].pop("optimizer")

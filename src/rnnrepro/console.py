@@ -24,7 +24,7 @@ from tqdm import tqdm
 LOGGER = logging.getLogger("rnnrepro")
 LOG_FORMAT = "[rnnrepro] %(message)s"
 LOG_INTERVAL = 30  # seconds between two progress lines in a log file
-LINE = "{desc}: {percentage:.0f} % ({n_fmt}/{total_fmt} {unit}s) in {elapsed}, about {remaining} left{postfix}"
+LINE = "{desc}: {percentage:.0f} % ({n_fmt}/{total_fmt} UNITS) in {elapsed}, about {remaining} left{postfix}"
 _handler: logging.Handler | None = None
 
 
@@ -62,5 +62,7 @@ def progress(total: int | None, what: str, unit: str, initial: int = 0, iterable
     if sys.stderr.isatty():
         return tqdm(iterable, total=total, desc=what, unit=unit, initial=initial, file=sys.stderr, mininterval=1)
     # tqdm's own writes (a newline when it closes) go to a buffer: every display is a log line instead.
-    return _LoggedProgress(iterable, total=total, desc=what, unit=unit, initial=initial, bar_format=LINE,
+    units = unit + ("es" if unit.endswith(("s", "sh", "ch", "x")) else "s")
+    return _LoggedProgress(iterable, total=total, desc=what, unit=unit, initial=initial,
+                           bar_format=LINE.replace("UNITS", units),
                            file=io.StringIO(), mininterval=LOG_INTERVAL, delay=LOG_INTERVAL)

@@ -43,9 +43,11 @@ def lm_table(metrics_files: list[str], dynamic: pd.DataFrame | None, study: dict
     Rows keep the finetuned model's id, so one selector names a cell across its three stages.
     """
     finetuned = read_cells(metrics_files)
-    base_files = []
+    base_files, heads = [], []
     for path in map(Path, metrics_files):
-        init_from = json.loads((path.parent / "config.json").read_text())["init_from"]
+        config = json.loads((path.parent / "config.json").read_text())
+        init_from = config["init_from"]
+        heads.append(head_name(config["architecture"].get("head")))
         if init_from is None:
             raise ValueError(f"{path.parent}: the lm table lists finetuned models only, but this cell was "
                              f"not finetuned from anything (no init_from); list its *_ft model instead")
@@ -68,6 +70,8 @@ def lm_table(metrics_files: list[str], dynamic: pd.DataFrame | None, study: dict
             on=["dataset", "model", "seed"], how="inner")
         stages.append(dyn.assign(stage="dynamic"))
     table = pd.concat(stages, ignore_index=True)
+    head_of = dict(zip(zip(finetuned["dataset"], finetuned["model"], finetuned["seed"]), heads))
+    table["head"] = [head_of[key] for key in zip(table["dataset"], table["model"], table["seed"])]
     recipes = study["recipes"]
     table["weight_drop"] = [
         "as released (none)" if recipes[r]["weight_drop"] == 0
@@ -89,6 +93,13 @@ def lm_table(metrics_files: list[str], dynamic: pd.DataFrame | None, study: dict
     return (table.sort_values(["dataset", "model", "stage", "seed"],
                               key=lambda s: s.map(ranks[s.name]) if s.name in ranks else s)
             .reset_index(drop=True))
+
+
+def head_name(head: dict | None) -> str:
+    """The output layer a cell was trained with, as the lm table names it."""
+    if head is None or head["type"] == "softmax":
+        return "softmax"
+    return f"mixture of {head['experts']} softmaxes"
 
 
 # ---------------------------------------------------------------- parameter counts (no training)

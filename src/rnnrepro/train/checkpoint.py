@@ -15,6 +15,7 @@ whose error for a damaged one names the file, what reads it and the fix.
 
 from __future__ import annotations
 
+import hashlib
 from pathlib import Path
 
 import torch
@@ -65,6 +66,16 @@ def load_weights(path: Path, device: torch.device | str, reader: str) -> dict:
         return load(path, torch.device(device), ("config", "state_dict"))
     except DamagedCheckpoint as e:
         raise DamagedCheckpoint(path, f"{e.cause}; it is the weights of {reader}: {REBUILD_WEIGHTS}") from None
+
+
+def weights_digest(path: Path, reader: str) -> str:
+    """sha256 of the weights in a cell's model.pt: names, dtypes, shapes and values, not the config saved
+    beside them (a parent whose outputs were rewritten with the same weights keeps its digest)."""
+    digest = hashlib.sha256()
+    for name, tensor in sorted(load_weights(path, "cpu", reader)["state_dict"].items()):
+        digest.update(f"{name}:{tensor.dtype}:{tuple(tensor.shape)};".encode())
+        digest.update(tensor.detach().contiguous().reshape(-1).view(torch.uint8).numpy().tobytes())
+    return digest.hexdigest()
 
 
 def move_aside(path: Path) -> Path:

@@ -178,6 +178,7 @@ class TrainingLoop:
         self.progress = Progress()
         self._attempt_started = time.perf_counter()
         self._earlier_wall = 0.0
+        self.parent = parent_digest(cfg)
         record.snapshot = self.snapshot
 
     def snapshot(self) -> dict:
@@ -224,6 +225,7 @@ class TrainingLoop:
             "rng": checkpoint.rng_state(),
             "progress": self.progress,
             "task": t.state_dict(),
+            "parent": self.parent,
         }, self.ckpt_dir / checkpoint.LAST)
 
     def try_resume(self) -> bool:
@@ -240,6 +242,10 @@ class TrainingLoop:
                 and hasattr(t, "stopped_by_its_rules")
             if saved["config"] != self.cfg and not raised:
                 LOGGER.info(f"{path} was written for a different config; starting this cell afresh")
+                return False
+            if saved.get("parent") != self.parent:
+                LOGGER.info(f"{path} was written when the weights this cell starts from were others "
+                            f"({self.cfg['init_from']} has changed since); starting this cell afresh")
                 return False
             missing = [key for key in ("model", "optimizer", "rng", "progress", "task") if key not in saved]
             if missing:
@@ -362,6 +368,19 @@ class TrainingLoop:
                    **precision.describe(self.cfg["precision"])}
         write_run_outputs(self.run_dir, self.cfg, t.model.state_dict(), p.history, metrics)
         return metrics
+
+
+def parent_digest(cfg: dict) -> str | None:
+    """For a cell that starts from another cell's weights (``init_from``), a digest of those weights:
+    kept in the resume checkpoint, so that a cell whose parent was retrained since (its cap raised, its
+    recipe changed) starts afresh from the new weights instead of resuming from the old ones. None for a
+    cell trained from scratch; "missing" where the file is absent (the fresh start then names it)."""
+    parent = cfg.get("init_from")
+    if not parent:
+        return None
+    if not Path(parent).exists():
+        return "missing"
+    return checkpoint.weights_digest(Path(parent), "the cell this one finetunes")
 
 
 def raised_cap(saved: dict, wanted: dict) -> bool:
