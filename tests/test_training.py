@@ -29,6 +29,7 @@ from rnnrepro import grid, precision
 from rnnrepro.configuration import REPO_ROOT, ConfigError, load_run_config, load_study, validate_cell_config
 from rnnrepro.data import fetch, prepare
 from rnnrepro.data.autocomplete import build
+from rnnrepro.data.preprocess import fraction
 from rnnrepro.models.language_model import Dropouts, LanguageModel
 from rnnrepro.train.checkpoint import DamagedCheckpoint, save_atomic
 from rnnrepro.train.files import RunFolderError, write_atomic
@@ -44,12 +45,23 @@ def corpus_dir(tmp_path_factory):
     return root / "processed"
 
 
-def smoke_config(corpus_dir: Path, model: str, hidden_size: int = 32, embedding_size: int = 16, **recipe) -> dict:
-    """The smoke budget's config of a model, narrowed further to keep these tests fast."""
+@pytest.fixture(scope="module")
+def short_train_file(corpus_dir, tmp_path_factory) -> Path:
+    """The first 30 % of the synthetic training split (as a fraction cell's file is made): the resume and
+    finetune tests check how training stops and goes on, not what it learns, in a third of the time."""
+    out = tmp_path_factory.mktemp("fraction") / "train.txt"
+    fraction(corpus_dir / "train.txt", 30, out, tokenizer="word")
+    return out
+
+
+def smoke_config(corpus_dir: Path, model: str, hidden_size: int = 32, embedding_size: int = 16,
+                 train_file: Path | None = None, **recipe) -> dict:
+    """The smoke budget's config of a model, narrowed further to keep these tests fast; ``train_file``
+    replaces the corpus's training split."""
     run_config = yaml.safe_load((REPO_ROOT / "config" / "config.yaml").read_text())
     run_config.update(budget="smoke", device="cpu", threads=1)
     cfg = grid.resolve_cell(load_study("pru"), run_config, grid.Cell("pru", "synth_ptb", model, 100, 3, "smoke"))
-    cfg["data"] = {"dir": str(corpus_dir), "train_file": str(corpus_dir / "train.txt")}
+    cfg["data"] = {"dir": str(corpus_dir), "train_file": str(train_file or corpus_dir / "train.txt")}
     cfg["architecture"].update(hidden_size=hidden_size, embedding_size=embedding_size)
     cfg["recipe"].update(recipe)
     return cfg
@@ -72,10 +84,10 @@ def unigram_ppl(corpus_dir: Path) -> float:
 
 
 @pytest.fixture(scope="module")
-def reference_run(tmp_path_factory, corpus_dir):
+def reference_run(tmp_path_factory, corpus_dir, short_train_file):
     """An uninterrupted 3-epoch PRU run, the baseline of the resume tests."""
     run_dir = tmp_path_factory.mktemp("runs") / "reference"
-    cfg = smoke_config(corpus_dir, "pru_g4_k2_m1400", epochs=3)
+    cfg = smoke_config(corpus_dir, "pru_g4_k2_m1400", train_file=short_train_file, epochs=3)
     code, err = train_here(run_dir, cfg)
     assert code == 0, err
     return run_dir, cfg
@@ -177,7 +189,8 @@ def test_sgd_step_schedule_resumes_bit_for_bit(corpus_dir, tmp_path):
         assert line or proc.poll() is None, "training ended before it could be killed"
         log += line
         assert time.time() < deadline
-    time.sleep(0.5)  # now inside epoch 3
+    # Killed at once: epoch 3 has begun. A pause here could outlast epoch 3 (0.4 s on an idle box) and
+    # the final evaluation, leaving nothing to resume.
     proc.kill()
     proc.wait()
     assert not (run_dir / "metrics.json").exists()
@@ -242,9 +255,9 @@ def test_gpu_out_of_memory_names_the_cell_and_the_jobs_per_gpu(corpus_dir, tmp_p
     assert str(tmp_path / "oom" / "checkpoint") in err and "more lines" not in err
 
 
-def test_finetune_starts_from_parent(reference_run, corpus_dir, tmp_path):
+def test_finetune_starts_from_parent(reference_run, corpus_dir, short_train_file, tmp_path):
     parent_dir, _ = reference_run
-    cfg = smoke_config(corpus_dir, "awd_pru_g4_k2_m1400_ft", epochs=2)
+    cfg = smoke_config(corpus_dir, "awd_pru_g4_k2_m1400_ft", train_file=short_train_file, epochs=2)
     cfg["init_from"] = str(parent_dir / "model.pt")
     code, err = train_here(tmp_path / "ft", cfg)
     # the parent is a standard-dropout PRU of the same shape, so the weights load
@@ -255,12 +268,12 @@ def test_finetune_starts_from_parent(reference_run, corpus_dir, tmp_path):
     assert metrics["best_val_loss_during_training"] <= parent["best_val_loss_during_training"] + 1e-6
 
 
-def test_a_finetuned_cell_whose_parent_changed_starts_afresh(reference_run, corpus_dir, tmp_path):
+def test_a_finetuned_cell_whose_parent_changed_starts_afresh(reference_run, corpus_dir, short_train_file, tmp_path):
     """A finished finetuned cell run again after its parent was retrained (same config, other weights)
     trains again from the new weights: its resume checkpoint knows which weights it started from."""
     parent = tmp_path / "parent"
     shutil.copytree(reference_run[0], parent)
-    cfg = smoke_config(corpus_dir, "awd_pru_g4_k2_m1400_ft", epochs=1)
+    cfg = smoke_config(corpus_dir, "awd_pru_g4_k2_m1400_ft", train_file=short_train_file, epochs=1)
     cfg["init_from"] = str(parent / "model.pt")
     code, err = train_here(tmp_path / "ft", cfg)
     assert code == 0, err

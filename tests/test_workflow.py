@@ -99,11 +99,10 @@ def test_device_and_threads_rerun_nothing_and_delete_nothing(tmp_path):
     trained = snakemake(project, "--profile", "profiles/smoke", target)
     assert trained.returncode == 0, trained.stderr[-3000:]
     finished = {path: path.read_bytes() for path in (project / target).parent.iterdir() if path.is_file()}
-    for setting in ("threads=2", "device=cuda", "device=auto"):
-        planned = snakemake(project, "-n", "--profile", "profiles/smoke", target, "--config", setting)
-        assert planned.returncode == 0 and "Nothing to be done" in planned.stdout + planned.stderr, setting
+    planned = snakemake(project, "-n", "--profile", "profiles/smoke", target, "--config", "device=auto")
+    assert planned.returncode == 0 and "Nothing to be done" in planned.stdout + planned.stderr
     rerun = snakemake(project, "--profile", "profiles/smoke", target, "--config", "device=cuda", "threads=2")
-    assert rerun.returncode == 0, rerun.stderr[-3000:]
+    assert rerun.returncode == 0 and "Nothing to be done" in rerun.stdout + rerun.stderr, rerun.stderr[-3000:]
     # a job that has to run, with device=cuda on a machine without CUDA: stopped before it starts
     other = "results/runs/pru/synth_ptb/pru_g4_k2_m1400/frac100/seed1111/metrics.json"
     refused = snakemake(project, "--profile", "profiles/smoke", other, "--config", "device=cuda")
