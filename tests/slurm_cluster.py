@@ -110,6 +110,12 @@ AccountingStorageTRES=gres/gpu
 AccountingStoreFlags=job_comment
 GresTypes=gpu
 NodeName={self.node} NodeAddr=127.0.0.1 CPUs={cpus} RealMemory={NODE_MEMORY_MB} Gres=gpu:2 State=UNKNOWN
+# A preempted job's step that outlives SIGTERM (the trainer has checkpointed and exited in under a
+# second; the job step's own process sometimes lingers) is killed after 5 s, not the default 30.
+KillWait=5
+# A requeued job waits for a scheduling pass: every 2 s here (the defaults, 60 s and backfill's 30 s,
+# only make the preemption test wait).
+SchedulerParameters=sched_interval=2,bf_interval=1
 PreemptType=preempt/partition_prio
 PreemptMode=REQUEUE
 PartitionName=cpu Nodes={self.node} Default=YES MaxTime=INFINITE State=UP
