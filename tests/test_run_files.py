@@ -115,6 +115,40 @@ def test_failed_notebook_copy_is_removed_after_a_successful_rerun(tmp_path, monk
     assert (tmp_path / "x.csv").read_text().splitlines()[1].startswith("pru,ptb,synth_ptb,lstm_m1000")
 
 
+def test_a_kernel_that_dies_while_starting_is_started_again(tmp_path, monkeypatch, capsys):
+    """jupyter_client's kernel ports can be taken by a process starting at the same moment: the kernel
+    dies before it answers, having run no cell. The notebook then runs in another kernel; a kernel that
+    never starts is still an error."""
+    monkeypatch.chdir(tmp_path)
+    notebook = tmp_path / "x.py"
+    notebook.write_text(NOTEBOOK)
+    metrics = run_folder(tmp_path, "lstm_m1000") / "metrics.json"
+    parameters = {"study": "pru", "artifact": "x", "metrics_files": [str(metrics)],
+                  "tables": [str(tmp_path / "x.csv")], "figures": []}
+    real, starts = run_notebook.papermill.execute_notebook, []
+
+    def port_taken_once(*args, **kwargs):
+        starts.append(1)
+        if len(starts) == 1:
+            raise RuntimeError(run_notebook.KERNEL_DIED)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(run_notebook.papermill, "execute_notebook", port_taken_once)
+    run_notebook.run(notebook, tmp_path / "x.ipynb", parameters)
+    assert len(starts) == 2 and (tmp_path / "x.csv").exists() and (tmp_path / "x.ipynb").exists()
+    assert "kernel died while starting (attempt 1 of 3)" in capsys.readouterr().err
+
+    def never_starts(*args, **kwargs):
+        starts.append(1)
+        raise RuntimeError(run_notebook.KERNEL_DIED)
+
+    starts.clear()
+    monkeypatch.setattr(run_notebook.papermill, "execute_notebook", never_starts)
+    with pytest.raises(RuntimeError, match=run_notebook.KERNEL_DIED):
+        run_notebook.run(notebook, tmp_path / "y.ipynb", parameters)
+    assert len(starts) == run_notebook.KERNEL_STARTS
+
+
 # ---- a damaged model.pt ------------------------------------------------------------------------
 
 def save_weights(run_dir: Path) -> Path:

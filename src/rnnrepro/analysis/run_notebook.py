@@ -35,6 +35,8 @@ from .run_files import check_metrics_files
 
 KERNEL = "python3"  # the kernel of the running environment (ipykernel installs it with the env)
 FAILED_DIR = Path("logs/notebooks")
+KERNEL_DIED = "Kernel died before replying to kernel_info"  # jupyter_client's words for a failed start
+KERNEL_STARTS = 3
 
 
 def parse_args(argv=None) -> argparse.Namespace:
@@ -55,6 +57,23 @@ def failed_copy(notebook: Path) -> Path:
     return FAILED_DIR / f"{notebook.stem}.failed.ipynb"
 
 
+def execute(source: Path, executed: Path, parameters: dict) -> None:
+    """papermill on one notebook, in a fresh kernel. A kernel that dies before it answers has run no cell:
+    jupyter_client picks the kernel's TCP ports free and closes them before the kernel binds them, so a
+    process starting at the same moment (another notebook job, a test worker) can take one ("Address
+    already in use" in the log). Such a start is tried again, up to KERNEL_STARTS times."""
+    for attempt in range(1, KERNEL_STARTS + 1):
+        try:
+            papermill.execute_notebook(str(source), str(executed), parameters=parameters, kernel_name=KERNEL,
+                                       cwd=os.getcwd(), progress_bar=False)
+            return
+        except RuntimeError as e:
+            if str(e) != KERNEL_DIED or attempt == KERNEL_STARTS:
+                raise
+            print(f"[rnnrepro] the notebook's kernel died while starting (attempt {attempt} of "
+                  f"{KERNEL_STARTS}); starting another", file=sys.stderr)
+
+
 def run(notebook: Path, output: Path, parameters: dict) -> None:
     if not notebook.exists():
         raise FileNotFoundError(f"notebook {notebook} does not exist")
@@ -69,8 +88,7 @@ def run(notebook: Path, output: Path, parameters: dict) -> None:
         nbformat.write(jupytext.read(notebook), source)
         executed = Path(tmp) / output.name
         try:
-            papermill.execute_notebook(str(source), str(executed), parameters=parameters, kernel_name=KERNEL,
-                                       cwd=os.getcwd(), progress_bar=False)
+            execute(source, executed, parameters)
         except papermill.PapermillExecutionError as e:
             kept = failed_copy(notebook)
             kept.parent.mkdir(parents=True, exist_ok=True)
