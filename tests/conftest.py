@@ -36,18 +36,19 @@ LONG_CHAINS = ["tests/test_smoke_run.py", "tests/test_slurm.py", "tests/test_cla
                "tests/test_readme_commands.py", "tests/test_data.py"]
 
 
-# The smoke run (tests/test_smoke_run.py, first in LONG_CHAINS) is the longest chain of the suite: every
-# test of its file waits for it, and it starts at once on the first worker. A worker's processes yield
-# to it (a lower CPU priority, inherited by what they start) from the first test of another file that
-# worker runs, so that the smoke run's jobs get the cores when they can use them and the other tests fill
-# the rest: on the 2-core machine the suite ends when the smoke run's file does.
-BESIDE_THE_SMOKE_RUN = 10  # nice increment
+# The first two files are chains of waits: every test of the smoke run's file waits for that run, and
+# the SLURM tests wait on a scheduler polled at intervals. A worker's processes yield to them (a lower
+# CPU priority, inherited by what they start) from the first test of another file that worker runs, so
+# that the smoke run's jobs and the SLURM daemons get the cores when they can use them and the other
+# tests fill the rest.
+CHAINS_OF_WAITS = LONG_CHAINS[:2]
+BESIDE_THE_CHAINS = 10  # nice increment
 
 
 def pytest_runtest_setup(item):
-    if item.nodeid.split("::")[0] != LONG_CHAINS[0] and not getattr(pytest_runtest_setup, "yielded", False):
+    if item.nodeid.split("::")[0] not in CHAINS_OF_WAITS and not getattr(pytest_runtest_setup, "yielded", False):
         pytest_runtest_setup.yielded = True
-        os.nice(BESIDE_THE_SMOKE_RUN)
+        os.nice(BESIDE_THE_CHAINS)
 
 
 def pytest_collection_modifyitems(items):
