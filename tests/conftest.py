@@ -14,6 +14,12 @@ from pathlib import Path
 import pytest
 from filelock import FileLock
 
+# One CPU thread for torch (and the BLAS libraries) in the test processes, read when torch is first
+# imported: three workers and the pipelines they start share the machine's cores, and two OpenMP
+# threads a process only wait on each other there (the cell, training and evaluation tests took 26 s
+# instead of 36 on the 2-core machine, and less CPU). Set it yourself to test with more.
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+
 from rnnrepro.configuration import REPO_ROOT
 
 BIN = Path(sys.executable).parent
@@ -22,9 +28,27 @@ TIMING_KEYS = {"wall_seconds", "train_seconds", "seconds_per_1000_sequences", "f
 PROJECT_PARTS = ["Snakefile", "workflow", "config", "notebooks", "profiles", "src"]
 
 
-# The files that take longest (pyproject.toml's addopts): collected first, so that their workers start
-# on them at once and the other files fill the time beside them.
-LONG_CHAINS = ["tests/test_smoke_run.py", "tests/test_slurm.py"]
+# The files that take longest, longest first (pyproject.toml's addopts give each worker whole files):
+# collected first, so that their workers start on them at once and the short files fill the time beside
+# them and at the end (a long file last would run alone at the end).
+LONG_CHAINS = ["tests/test_smoke_run.py", "tests/test_slurm.py", "tests/test_claims.py", "tests/test_training.py",
+               "tests/test_custom_cell.py", "tests/test_records.py", "tests/test_workflow.py",
+               "tests/test_readme_commands.py", "tests/test_data.py"]
+
+
+# The first two files are chains of waits: every test of the smoke run's file waits for that run, and
+# the SLURM tests wait on a scheduler polled at intervals. A worker's processes yield to them (a lower
+# CPU priority, inherited by what they start) from the first test of another file that worker runs, so
+# that the smoke run's jobs and the SLURM daemons get the cores when they can use them and the other
+# tests fill the rest.
+CHAINS_OF_WAITS = LONG_CHAINS[:2]
+BESIDE_THE_CHAINS = 10  # nice increment
+
+
+def pytest_runtest_setup(item):
+    if item.nodeid.split("::")[0] not in CHAINS_OF_WAITS and not getattr(pytest_runtest_setup, "yielded", False):
+        pytest_runtest_setup.yielded = True
+        os.nice(BESIDE_THE_CHAINS)
 
 
 def pytest_collection_modifyitems(items):

@@ -159,7 +159,7 @@ def test_one_stand_in_for_several_datasets_keeps_runs_apart(study):
     for dataset, key in keys.items():
         assert grid.dataset_for(study, config, key) == dataset
     cells = every_cell(study, config)
-    assert len({c.run_dir for c in cells}) == len(cells) == 7 * 2 + 2 * 2  # stat. efficiency: GRU, LRU x 20, 100 %
+    assert len({c.run_dir for c in cells}) == len(cells) == 7 + 2 * 2  # stat. efficiency: GRU, LRU x 20, 100 %
     for cell in cells:
         resolved = grid.resolve_cell(study, config, cell)
         assert resolved["corpus"] == "synth_char_small" and resolved["data"]["dir"] == "data/processed/synth_char_small"
@@ -172,11 +172,14 @@ def test_one_stand_in_for_several_datasets_keeps_runs_apart(study):
 
 
 def test_budget_subsets_and_artifact_seeds(study, tmp_path):
+    # an artifact's own seeds (the cpu budget's three for accuracy) before the run config's (one)
+    cpu = run_config("cpu")
+    accuracy = grid.artifact_cells(study, cpu, "accuracy")
+    assert {c.seed for c in accuracy} == {1111, 1112, 1113} and len(accuracy) == 7 * 3
+    efficiency = grid.artifact_cells(study, cpu, "stat_efficiency")
+    assert {c.seed for c in efficiency} == set(cpu["seeds"]) == {1111} and {c.fraction for c in efficiency} == {2, 10}
     config = run_config("smoke")
-    accuracy = grid.artifact_cells(study, config, "accuracy")
-    assert {c.seed for c in accuracy} == {1111, 1112} and len(accuracy) == 14
-    efficiency = grid.artifact_cells(study, config, "stat_efficiency")
-    assert {c.seed for c in efficiency} == set(config["seeds"]) and {c.fraction for c in efficiency} == {20, 100}
+    assert {c.fraction for c in grid.artifact_cells(study, config, "stat_efficiency")} == {20, 100}
     # a budget may train on other shares of the data, but only on the artifact's models
     changed = yaml.safe_load((REPO_ROOT / "config/studies/lru.yaml").read_text())
     changed["budgets"]["smoke"]["artifacts"]["stat_efficiency"]["fractions"] = [20, 50]

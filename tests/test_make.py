@@ -57,7 +57,8 @@ def test_make_quotes_the_path_of_a_folder_with_a_space(spaced_project, tmp_path)
         assert done.returncode == 0, f"make {target}: {done.stderr}"
     assert (spaced_project / ".venv" / ".installed").exists()
     assert calls.read_text().splitlines() == [
-        "python -m pip install --disable-pip-version-check -q -r requirements.txt",
+        "python -m pip install --disable-pip-version-check -q --no-compile -r requirements.txt",
+        "python -c import compileall, sysconfig; compileall.compile_dir(sysconfig.get_paths()['purelib'], quiet=2, workers=0)",
         "python -m pip install --disable-pip-version-check -q --no-deps -e .",
         "python -m pytest",
         "snakemake --profile profiles/smoke all",
