@@ -10,6 +10,7 @@ import io
 import json
 import math
 import os
+import re
 import shutil
 import signal
 import socket
@@ -360,7 +361,9 @@ def test_status_has_one_cell_in_each_state(results_tree):
     assert (remote.state, remote.epochs, remote.val_ppl, remote.wall_seconds) == ("running", 2, 60.0, 11.0)
     assert remote.val_loss == pytest.approx(math.log(60.0))
     assert crashed.state == "failed" and "training loss is nan" in crashed.note
-    assert stale.state == "interrupted" and stale.epochs == 2 and "not rewritten for 10m00s" in stale.note
+    # its age is 10 minutes plus however long the fixture and this collection took on a busy machine
+    assert stale.state == "interrupted" and stale.epochs == 2
+    assert re.search(r"not rewritten for 10m0\ds", stale.note), stale.note
     assert "a rerun resumes from" in stale.note
     assert stopped.state == "interrupted" and stopped.note.startswith("stopped by SIGTERM") and stopped.epochs == 3
     assert damaged.state == "failed" and "progress.json is not valid JSON" in damaged.note
