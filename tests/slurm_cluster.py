@@ -10,8 +10,10 @@ cluster ends exactly the processes it started.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import time
@@ -201,6 +203,26 @@ StorageLoc=slurm_acct_db
             except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.wait()
+        # slurmstepd kills a cancelled job's processes, but a job's Snakemake that is still handing its
+        # SIGTERM on when the daemons stop is left behind, its parent gone: killed here, so that no test
+        # leaves a process on the machine.
+        for pid in self.job_processes():
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+
+    def job_processes(self) -> list[int]:
+        """The processes of this cluster's jobs still running: a job's environment names the job and
+        this cluster's slurm.conf."""
+        mine = f"SLURM_CONF={self.conf}".encode()
+        found = []
+        for environ in Path("/proc").glob("[0-9]*/environ"):
+            try:
+                variables = environ.read_bytes().split(b"\0")
+            except OSError:
+                continue  # ended meanwhile, or not ours to read
+            if mine in variables and any(v.startswith(b"SLURM_JOB_ID=") for v in variables):
+                found.append(int(environ.parent.name))
+        return [pid for pid in found if pid != os.getpid()]
 
     # ---- queries --------------------------------------------------------------------------
     def jobs(self) -> list[dict]:

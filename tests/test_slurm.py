@@ -53,6 +53,7 @@ def cluster(tmp_path_factory):
         yield slurm.start()
     finally:
         slurm.stop()
+    assert not slurm.job_processes(), "a job's processes outlived the cluster"
 
 
 def start_snakemake(cluster, project: Path, target: str, *config: str) -> subprocess.Popen:
