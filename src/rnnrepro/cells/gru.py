@@ -75,20 +75,32 @@ def _forward_loop(projected: torch.Tensor, h0: torch.Tensor, weight_hh: torch.Te
     candidates = projected.new_empty(steps, *h0.shape)
     hidden = torch.empty_like(candidates)
     kernels = gpu.kernels_for(projected, h0, weight_hh)
-    h = h0.contiguous() if kernels is not None else h0   # the kernels read (B, M) rows
-    for t in range(steps):
-        if kernels is not None:   # GPU: the products, and one fused kernel after each
-            gate_product(h, add=projected[t, :, : 2 * hidden_size], out=gates[t])
-            reset_h = kernels.gru_gates(gates[t], h)
-            candidate_product(reset_h, add=projected[t, :, 2 * hidden_size:], out=candidates[t])
-            kernels.gru_update(candidates[t], gates[t], h, hidden[t])
-            h = hidden[t]
-            continue
-        gate_product(h, add=projected[t, :, : 2 * hidden_size], out=gates[t]).sigmoid_()
-        reset, update = gates[t].chunk(2, dim=1)
-        candidate_product(reset * h, add=projected[t, :, 2 * hidden_size:], out=candidates[t]).tanh_()
-        h = torch.lerp(candidates[t], h, update, out=hidden[t])  # u ⊙ h + (1 - u) ⊙ c
+    if kernels is None:
+        _cpu_forward_loop(projected, h0, gate_product, candidate_product, gates, candidates, hidden)
+        return gates, candidates, hidden
+    h = h0.contiguous()   # the kernels read (B, M) rows
+    for t in range(steps):   # the products, and one fused kernel after each
+        gate_product(h, add=projected[t, :, : 2 * hidden_size], out=gates[t])
+        reset_h = kernels.gru_gates(gates[t], h)
+        candidate_product(reset_h, add=projected[t, :, 2 * hidden_size:], out=candidates[t])
+        kernels.gru_update(candidates[t], gates[t], h, hidden[t])
+        h = hidden[t]
     return gates, candidates, hidden
+
+
+def _cpu_forward_loop(projected, h0, gate_product, candidate_product, gates, candidates, hidden) -> None:
+    """The eager loop: six operators a step, every step's views taken before it (at the cpu budget's
+    sizes a step's time is mostly its operators' count, and Python's indexing costs as much as one)."""
+    hidden_size = h0.size(1)
+    projected_gates = projected[..., : 2 * hidden_size].unbind(0)
+    projected_candidates = projected[..., 2 * hidden_size:].unbind(0)
+    resets, updates = gates[..., :hidden_size].unbind(0), gates[..., hidden_size:].unbind(0)
+    reset_h = torch.empty_like(h0)
+    h = h0
+    for t, (gates_t, candidate, hidden_t) in enumerate(zip(gates.unbind(0), candidates.unbind(0), hidden.unbind(0))):
+        gate_product(h, add=projected_gates[t], out=gates_t).sigmoid_()
+        candidate_product(torch.mul(resets[t], h, out=reset_h), add=projected_candidates[t], out=candidate).tanh_()
+        h = torch.lerp(candidate, h, updates[t], out=hidden_t)  # u ⊙ h + (1 - u) ⊙ c
 
 
 def _backward_loop(grad_hidden, h0, weight_hh, gates, candidates, hidden):
@@ -99,31 +111,49 @@ def _backward_loop(grad_hidden, h0, weight_hh, gates, candidates, hidden):
     candidate_product = StepProduct(weight_hh[2 * hidden_size:].t().contiguous(), h0.size(0))
     previous = torch.cat([h0.unsqueeze(0), hidden[:-1]])
     grad_projected = gates.new_empty(gates.size(0), gates.size(1), 3 * hidden_size)
-    grad_h = torch.zeros_like(h0)
     kernels = gpu.kernels_for(grad_hidden, hidden, weight_hh)
-    if kernels is not None:
-        grad_hidden, grad_h = grad_hidden.contiguous(), grad_h.contiguous()  # the kernels read (B, M) rows
-    for t in range(gates.size(0) - 1, -1, -1):
-        if kernels is not None:   # GPU: the products, and one fused kernel before each
+    if kernels is None:
+        grad_h = _cpu_backward_loop(grad_hidden, h0, gate_product, candidate_product, gates, candidates, previous,
+                                    grad_projected)
+    else:
+        grad_hidden, grad_h = grad_hidden.contiguous(), torch.zeros_like(h0).contiguous()  # (B, M) rows
+        for t in range(gates.size(0) - 1, -1, -1):   # the products, and one fused kernel before each
             grad_sum = kernels.gru_candidate_backward(grad_h, grad_hidden[t], gates[t], candidates[t],
                                                       grad_projected[t])
             grad_reset_h = candidate_product(grad_projected[t, :, 2 * hidden_size:])
             carry = kernels.gru_gates_backward(grad_sum, grad_reset_h, gates[t], previous[t], candidates[t],
                                                grad_projected[t])
             grad_h = gate_product(grad_projected[t, :, : 2 * hidden_size], add=carry)
-            continue
-        grad_h = grad_h + grad_hidden[t]
-        reset, update = gates[t].chunk(2, dim=1)
-        grad_candidate = tanh_grad(grad_h * (1 - update), candidates[t])
-        grad_reset_h = candidate_product(grad_candidate)
-        grad_gates = torch.cat([sigmoid_grad(grad_reset_h * previous[t], reset),
-                                sigmoid_grad(grad_h * (previous[t] - candidates[t]), update)], dim=1)
-        grad_projected[t] = torch.cat([grad_gates, grad_candidate], dim=1)
-        grad_h = gate_product(grad_gates, add=grad_h * update + grad_reset_h * reset)
     reset_previous = gates[..., :hidden_size] * previous
     grad_weight_hh = torch.cat([weight_grad(grad_projected[..., : 2 * hidden_size], previous),
                                 weight_grad(grad_projected[..., 2 * hidden_size:], reset_previous)])
     return grad_projected, grad_h, grad_weight_hh
+
+
+def _cpu_backward_loop(grad_hidden, h0, gate_product, candidate_product, gates, candidates, previous,
+                       grad_projected) -> torch.Tensor:
+    """The eager backward loop; returns dL/dh0. Each gradient is written straight into its slice of
+    ``grad_projected`` (no concatenation), and what does not depend on the carried gradient, 1 - u
+    and h_{t-1} - c_t, is formed for all steps at once: the same operators on the same numbers as
+    a step-by-step formula, so the same results to the bit."""
+    hidden_size = h0.size(1)
+    resets, updates = gates[..., :hidden_size].unbind(0), gates[..., hidden_size:].unbind(0)
+    complements = (1 - gates[..., hidden_size:]).unbind(0)            # 1 - u
+    differences = (previous - candidates).unbind(0)                     # h_{t-1} - c_t
+    grad_gates = grad_projected[..., : 2 * hidden_size].unbind(0)
+    grad_resets = grad_projected[..., :hidden_size].unbind(0)
+    grad_updates = grad_projected[..., hidden_size: 2 * hidden_size].unbind(0)
+    grad_candidates = grad_projected[..., 2 * hidden_size:].unbind(0)
+    previous, candidates, grad_hidden = previous.unbind(0), candidates.unbind(0), grad_hidden.unbind(0)
+    grad_h = torch.zeros_like(h0)
+    for t in range(len(resets) - 1, -1, -1):
+        grad_h = grad_h + grad_hidden[t]
+        grad_candidate = tanh_grad(grad_h * complements[t], candidates[t], out=grad_candidates[t])
+        grad_reset_h = candidate_product(grad_candidate)
+        sigmoid_grad(grad_reset_h * previous[t], resets[t], out=grad_resets[t])
+        sigmoid_grad(grad_h * differences[t], updates[t], out=grad_updates[t])
+        grad_h = gate_product(grad_gates[t], add=grad_h * updates[t] + grad_reset_h * resets[t])
+    return grad_h
 
 
 def reset_before_gru_sequence(projected: torch.Tensor, h0: torch.Tensor, weight_hh: torch.Tensor) -> torch.Tensor:
