@@ -266,7 +266,9 @@ class GRULayer(RecurrentLayer):
         return zero_state(self.rnn.weight_hh_l0, batch_size, self.hidden_size, device=device, dtype=dtype)
 
     def forward(self, x: torch.Tensor, state: torch.Tensor):
-        if x.device.type == "cpu":   # nn.GRU's own numbers, with a faster backward (_ResetAfterGRURecurrence)
+        if x.device.type == "cpu" and not torch.is_autocast_enabled("cpu"):
+            # nn.GRU's own numbers with a faster backward (_ResetAfterGRURecurrence); under bfloat16
+            # autocast nn.GRU, whose loop autograd records, takes the mixed precisions
             projected = F.linear(x, self.rnn.weight_ih_l0, self.rnn.bias_ih_l0)
             hidden = reset_after_gru_sequence(projected, state, self.rnn.weight_hh_l0, self.rnn.bias_hh_l0)
             return hidden, hidden[-1]
