@@ -44,6 +44,12 @@ from .gru import reset_before_gru_sequence, reset_before_gru_sequence_and_gates
 from .recurrence import require_equal_sizes, uniform_init_, zero_state
 
 
+def plus_product(total: torch.Tensor, x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
+    """total + x W^T for all steps (T, B, .) as one torch.addmm: the same numbers as adding the product,
+    without a pass over the sum (a whole sequence does not stay in the cache)."""
+    return torch.addmm(total.flatten(0, 1), x.flatten(0, 1), weight.t()).view_as(total)
+
+
 class _LatticeGRULayer(RecurrentLayer):
     """Shared body of the three variants; a subclass says which gates the depth output owns."""
 
@@ -88,8 +94,8 @@ class _LatticeGRULayer(RecurrentLayer):
             time, time_gates = reset_before_gru_sequence(projected, state, self.weight_hh), None
         previous = torch.cat([state.unsqueeze(0), time[:-1]])
         keep, reset = self.depth_gates(x, previous, time_gates)
-        candidate = torch.tanh(F.linear(reset * x, self.depth_candidate_weight_ih)
-                               + F.linear(previous, self.depth_candidate_weight_hh, self.depth_candidate_bias))
+        candidate = torch.tanh(plus_product(F.linear(previous, self.depth_candidate_weight_hh, self.depth_candidate_bias),
+                                            reset * x, self.depth_candidate_weight_ih))
         return torch.lerp(candidate, x, keep), time[-1]  # u_d ⊙ x + (1 - u_d) ⊙ candidate
 
     def gru_gates(self, x: torch.Tensor, previous: torch.Tensor, time_gates: torch.Tensor | None,
@@ -102,8 +108,8 @@ class _LatticeGRULayer(RecurrentLayer):
                              + F.linear(previous, self.weight_hh[rows]))
 
     def own_gates(self, x: torch.Tensor, previous: torch.Tensor) -> torch.Tensor:
-        return torch.sigmoid(F.linear(x, self.depth_gate_weight_ih, self.depth_gate_bias)
-                             + F.linear(previous, self.depth_gate_weight_hh))
+        return torch.sigmoid(plus_product(F.linear(x, self.depth_gate_weight_ih, self.depth_gate_bias),
+                                          previous, self.depth_gate_weight_hh))
 
     def depth_gates(self, x: torch.Tensor, previous: torch.Tensor,
                     time_gates: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor]:
