@@ -263,12 +263,15 @@ def _mark(model: str, result: dict) -> str:
     return " (baseline, not in the grid)" if model in NOT_IN_GRID else " (baseline)"
 
 
-def print_before_after(before: dict, after: dict) -> None:
+def print_before_after(before_rounds: list[dict], after_rounds: list[dict]) -> None:
+    """Medians over all rounds; the CPU-time speedup also as its range over the rounds (each round's
+    before and after medians), which shows how far the machine's load moved it."""
+    before, after = merge(before_rounds), merge(after_rounds)
     for study in dict.fromkeys(r["study"] for r in after.values()):
         print(f"\n### {study}: one training step, cpu budget, before and after\n")
         print("| model | cell | width | before ms | after ms | speedup | before x LSTM | after x LSTM "
-              "| CPU: before ms | after ms | speedup | before x LSTM | after x LSTM |")
-        print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+              "| CPU: before ms | after ms | speedup | range over rounds | before x LSTM | after x LSTM |")
+        print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|---:|")
         for model, r in after.items():
             if r["study"] != study:
                 continue
@@ -277,7 +280,12 @@ def print_before_after(before: dict, after: dict) -> None:
                 old, new = median_ms(before[model]["seconds"][part]), median_ms(r["seconds"][part])
                 old_base = median_ms(before[r["baseline"]]["seconds"][part])
                 new_base = median_ms(after[r["baseline"]]["seconds"][part])
-                line += f" {old:,.1f} | {new:,.1f} | {old / new:.2f}x | {old / old_base:.2f} | {new / new_base:.2f} |"
+                line += f" {old:,.1f} | {new:,.1f} | {old / new:.2f}x |"
+                if part == "step_cpu":
+                    speedups = [median_ms(b[model]["seconds"][part]) / median_ms(a[model]["seconds"][part])
+                                for b, a in zip(before_rounds, after_rounds)]
+                    line += f" {min(speedups):.2f}–{max(speedups):.2f}x |"
+                line += f" {old / old_base:.2f} | {new / new_base:.2f} |"
             print(line)
 
 
@@ -327,7 +335,7 @@ def main(args: argparse.Namespace) -> None:
         for results, source in order if round_ % 2 == 0 else order[::-1]:
             results.append(run_child(args, source, breakdown=False))
     print(f"start: {start}\nend:   {header(args, 'before = ' + str(before_source.parent))}")
-    print_before_after(merge(before), merge(after))
+    print_before_after(before, after)
     if args.breakdown:
         print("\nWhere the step's time goes, after:")
         print_single(run_child(args, after_source, breakdown=True), breakdown=True)
