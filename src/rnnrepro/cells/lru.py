@@ -16,9 +16,12 @@ symmetric under swapping x and h:
 
 So the time output of every variant *is* a GRU over the depth input: it runs in the single-bias GRU
 recurrence of ``gru.py``, and the depth output, which never feeds back in time, is computed for all
-steps at once afterwards from x and the shifted time outputs. The layer returns the depth outputs as
-y (they feed the next layer) and carries the last time output as its state h (B, M). Since x is
-carried through u_d, the input size must equal the hidden size (the authors embed straight to it).
+steps at once afterwards from x and the shifted time outputs. The gates it shares with the time
+output (PS-LRU's r and u, RG-LRU's u) are on a CPU those the recurrence computed, which saves PS-LRU a
+third of its products; on a GPU, whose fused backward takes no gradient into them, they are recomputed
+in one product. The layer returns the depth outputs as y (they feed the next layer) and carries the
+last time output as its state h (B, M). Since x is carried through u_d, the input size must equal the
+hidden size (the authors embed straight to it).
 
 Parameters, with g = 2, 3, 4 gates for PS-LRU, RG-LRU, LRU: (g + 2)(2M^2 + M) -- each gate and each
 projected state reads [x; h] (2M inputs) with one bias, as the authors' code (nn.Linear(2M, .) on the
@@ -102,8 +105,8 @@ class _LatticeGRULayer(RecurrentLayer):
                   rows: slice) -> torch.Tensor:
         """The time GRU's gate rows (r: 0:M, u: M:2M) for all steps: those the recurrence computed, or
         without them recomputed in one product (on a CPU, a third of PS-LRU's products)."""
-        if time_gates is not None:
-            return time_gates[..., rows]
+        if time_gates is not None:   # all of them as they are: a slice's gradient is a zero-filled copy
+            return time_gates if rows.stop - rows.start == time_gates.size(-1) else time_gates[..., rows]
         return torch.sigmoid(F.linear(x, self.weight_ih[rows], self.bias[rows])
                              + F.linear(previous, self.weight_hh[rows]))
 
