@@ -201,18 +201,20 @@ class _ResetAfterGRURecurrence(torch.autograd.Function):
         weight_t = weight_hh.t()
         projected_gates = projected[..., : 2 * hidden_size].unbind(0)
         projected_candidates = projected[..., 2 * hidden_size:].unbind(0)
-        gates = recurrent[..., : 2 * hidden_size].unbind(0)
-        resets, updates = recurrent[..., :hidden_size].unbind(0), recurrent[..., hidden_size: 2 * hidden_size].unbind(0)
+        rows, gates = recurrent.unbind(0), recurrent[..., : 2 * hidden_size].unbind(0)
+        resets = recurrent[..., :hidden_size].unbind(0)
+        updates = recurrent[..., hidden_size: 2 * hidden_size].unbind(0)
         recurrent_candidates = recurrent[..., 2 * hidden_size:].unbind(0)
+        candidate_steps, hidden_steps = candidates.unbind(0), hidden.unbind(0)
         h = h0
-        for t, (recurrent_t, candidate, hidden_t) in enumerate(zip(recurrent.unbind(0), candidates.unbind(0),
-                                                                   hidden.unbind(0))):
-            torch.addmm(bias_hh, h, weight_t, out=recurrent_t)
+        for t in range(steps):
+            torch.addmm(bias_hh, h, weight_t, out=rows[t])
             gates[t].add_(projected_gates[t])
             resets[t].sigmoid_()   # r and z apart, as torch does: its kernels split rows of M elements
             updates[t].sigmoid_()  # between vector and scalar code, and tanh, sigmoid differ in the last bit
-            torch.mul(recurrent_candidates[t], resets[t], out=candidate).add_(projected_candidates[t]).tanh_()
-            h = torch.sub(h, candidate, out=hidden_t).mul_(updates[t]).add_(candidate)   # n + z ⊙ (h - n)
+            candidate = torch.mul(recurrent_candidates[t], resets[t], out=candidate_steps[t])
+            candidate.add_(projected_candidates[t]).tanh_()
+            h = torch.sub(h, candidate, out=hidden_steps[t]).mul_(updates[t]).add_(candidate)  # n + z ⊙ (h - n)
         ctx.save_for_backward(h0, weight_hh, recurrent, candidates, hidden)
         return hidden
 
@@ -223,14 +225,16 @@ class _ResetAfterGRURecurrence(torch.autograd.Function):
         hidden_size = h0.size(1)
         steps = recurrent.size(0)
         previous = torch.cat([h0.unsqueeze(0), hidden[:-1]])
-        resets, updates = recurrent[..., :hidden_size].unbind(0), recurrent[..., hidden_size: 2 * hidden_size].unbind(0)
+        resets = recurrent[..., :hidden_size].unbind(0)
+        updates = recurrent[..., hidden_size: 2 * hidden_size].unbind(0)
         recurrent_candidates = recurrent[..., 2 * hidden_size:].unbind(0)
         complements = (1 - recurrent[..., hidden_size: 2 * hidden_size]).unbind(0)   # 1 - z
         differences = (previous - candidates).unbind(0)                              # h_{t-1} - n_t
         # per step: dL/d(r, z, W_hn h + b_hn) -- the gradient at W_h h + b_h -- then dL/d(W_in x + b_in)
         grad_rows = recurrent.new_empty(steps, h0.size(0), 4 * hidden_size)
         grad_recurrent = grad_rows[..., : 3 * hidden_size].unbind(0)
-        grad_resets, grad_updates = grad_rows[..., :hidden_size].unbind(0), grad_rows[..., hidden_size: 2 * hidden_size].unbind(0)
+        grad_resets = grad_rows[..., :hidden_size].unbind(0)
+        grad_updates = grad_rows[..., hidden_size: 2 * hidden_size].unbind(0)
         grad_recurrent_candidates = grad_rows[..., 2 * hidden_size: 3 * hidden_size].unbind(0)
         grad_candidates = grad_rows[..., 3 * hidden_size:].unbind(0)
         candidates = candidates.unbind(0)

@@ -97,8 +97,8 @@ class _LatticeGRULayer(RecurrentLayer):
             time, time_gates = reset_before_gru_sequence(projected, state, self.weight_hh), None
         previous = torch.cat([state.unsqueeze(0), time[:-1]])
         keep, reset = self.depth_gates(x, previous, time_gates)
-        candidate = torch.tanh(plus_product(F.linear(previous, self.depth_candidate_weight_hh, self.depth_candidate_bias),
-                                            reset * x, self.depth_candidate_weight_ih))
+        recurrent = F.linear(previous, self.depth_candidate_weight_hh, self.depth_candidate_bias)
+        candidate = torch.tanh(plus_product(recurrent, reset * x, self.depth_candidate_weight_ih))
         return torch.lerp(candidate, x, keep), time[-1]  # u_d ⊙ x + (1 - u_d) ⊙ candidate
 
     def gru_gates(self, x: torch.Tensor, previous: torch.Tensor, time_gates: torch.Tensor | None,
