@@ -506,7 +506,7 @@ def test_weight_drop_reaches_the_recurrent_weights(cell):
         assert params[name].grad is not None and params[name].grad.abs().sum() > 0, name
 
 
-# The faster CPU formulations (cells/gru.py, cells/lru.py): nn.GRU's form as a hand-written Function,
+# The CPU formulations of cells/gru.py and cells/lru.py: nn.GRU's form as a hand-written Function,
 # and the PS-LRU / RG-LRU gates taken from their time GRU's recurrence, against autograd through the
 # step-by-step equations, in float32 as they train: outputs and every gradient to float32 rounding.
 

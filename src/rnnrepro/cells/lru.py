@@ -48,8 +48,9 @@ from .recurrence import require_equal_sizes, uniform_init_, zero_state
 
 
 def plus_product(total: torch.Tensor, x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
-    """total + x W^T for all steps (T, B, .) as one torch.addmm: the same numbers as adding the product,
-    without a pass over the sum (a whole sequence does not stay in the cache)."""
+    """total + x W^T for all steps (T, B, .) as one torch.addmm, which adds ``total`` to the finished
+    product: the same numbers as a separate sum, without its pass over the sequence (which does not
+    stay in the cache)."""
     return torch.addmm(total.flatten(0, 1), x.flatten(0, 1), weight.t()).view_as(total)
 
 
