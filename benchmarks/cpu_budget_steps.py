@@ -22,7 +22,8 @@ calls of one step, nested ones included (torch.profiler), a measure of per-opera
 ``--against DIR`` times another checkout (DIR/src, e.g. ``git worktree add --detach ../before main``)
 as "before" and this one as "after", each in its own processes, alternating (before, after, after,
 before, ...) for ``--rounds`` rounds so that a drift in the machine's speed hits both alike; the table
-gives the medians over all rounds, and the load average at the start and the end.
+gives the medians over all rounds of the wall time and of the CPU time (process time: on a shared
+machine it moves less than the wall time), and the load average at the start and the end.
 """
 
 from __future__ import annotations
@@ -190,14 +191,16 @@ def measure(studies: list[str], warmup: int, repeats: int, breakdown: bool) -> d
     ratios on a shared machine whose speed drifts need every model's steps taken in turn."""
     runs = build_runs(studies)
     parts = ("step", "head", "recurrence") if breakdown else ("step",)
-    seconds = {run.model: {part: [] for part in parts} for run in runs}
+    seconds = {run.model: {part: [] for part in (*parts, "step_cpu")} for run in runs}
     for repeat in range(warmup + repeats):
         for run in runs:
             for part in parts:
-                started = time.perf_counter()
+                started, started_cpu = time.perf_counter(), time.process_time()
                 getattr(run, part)()
                 if repeat >= warmup:
                     seconds[run.model][part].append(time.perf_counter() - started)
+                    if part == "step":   # CPU time: what another process on the machine takes least from
+                        seconds[run.model]["step_cpu"].append(time.process_time() - started_cpu)
     return {run.model: {"study": run.study, "baseline": run.baseline, "cell": run.cell, "width": run.width,
                         "tokens": run.tokens, "seconds": seconds[run.model],
                         **({"operators": count_operators(run)} if breakdown else {})} for run in runs}
@@ -260,19 +263,30 @@ def _mark(model: str, result: dict) -> str:
     return " (baseline, not in the grid)" if model in NOT_IN_GRID else " (baseline)"
 
 
-def print_before_after(before: dict, after: dict) -> None:
+def print_before_after(before_rounds: list[dict], after_rounds: list[dict]) -> None:
+    """Medians over all rounds; the CPU-time speedup also as its range over the rounds (each round's
+    before and after medians), which shows how far the machine's load moved it."""
+    before, after = merge(before_rounds), merge(after_rounds)
     for study in dict.fromkeys(r["study"] for r in after.values()):
         print(f"\n### {study}: one training step, cpu budget, before and after\n")
-        print("| model | cell | width | before ms | after ms | speedup | before x LSTM | after x LSTM |")
-        print("|---|---|---:|---:|---:|---:|---:|---:|")
+        print("| model | cell | width | before ms | after ms | speedup | before x LSTM | after x LSTM "
+              "| CPU: before ms | after ms | speedup | range over rounds | before x LSTM | after x LSTM |")
+        print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|---:|")
         for model, r in after.items():
             if r["study"] != study:
                 continue
-            old, new = median_ms(before[model]["seconds"]["step"]), median_ms(r["seconds"]["step"])
-            old_base = median_ms(before[r["baseline"]]["seconds"]["step"])
-            new_base = median_ms(after[r["baseline"]]["seconds"]["step"])
-            print(f"| {model}{_mark(model, r)} | {r['cell']} | {r['width']} | {old:,.1f} | {new:,.1f} | {old / new:.2f}x "
-                  f"| {old / old_base:.2f} | {new / new_base:.2f} |")
+            line = f"| {model}{_mark(model, r)} | {r['cell']} | {r['width']} |"
+            for part in ("step", "step_cpu"):
+                old, new = median_ms(before[model]["seconds"][part]), median_ms(r["seconds"][part])
+                old_base = median_ms(before[r["baseline"]]["seconds"][part])
+                new_base = median_ms(after[r["baseline"]]["seconds"][part])
+                line += f" {old:,.1f} | {new:,.1f} | {old / new:.2f}x |"
+                if part == "step_cpu":
+                    speedups = [median_ms(b[model]["seconds"][part]) / median_ms(a[model]["seconds"][part])
+                                for b, a in zip(before_rounds, after_rounds)]
+                    line += f" {min(speedups):.2f}–{max(speedups):.2f}x |"
+                line += f" {old / old_base:.2f} | {new / new_base:.2f} |"
+            print(line)
 
 
 def child_command(args: argparse.Namespace, output: Path, breakdown: bool) -> list[str]:
@@ -321,7 +335,7 @@ def main(args: argparse.Namespace) -> None:
         for results, source in order if round_ % 2 == 0 else order[::-1]:
             results.append(run_child(args, source, breakdown=False))
     print(f"start: {start}\nend:   {header(args, 'before = ' + str(before_source.parent))}")
-    print_before_after(merge(before), merge(after))
+    print_before_after(before, after)
     if args.breakdown:
         print("\nWhere the step's time goes, after:")
         print_single(run_child(args, after_source, breakdown=True), breakdown=True)

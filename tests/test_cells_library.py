@@ -506,6 +506,52 @@ def test_weight_drop_reaches_the_recurrent_weights(cell):
         assert params[name].grad is not None and params[name].grad.abs().sum() > 0, name
 
 
+# The CPU formulations of cells/gru.py and cells/lru.py: nn.GRU's form as a hand-written Function,
+# and the PS-LRU / RG-LRU gates taken from their time GRU's recurrence, against autograd through the
+# step-by-step equations, in float32 as they train: outputs and every gradient to float32 rounding.
+
+FASTER_ON_CPU = ["gru", "gru_single_bias", "ps_lru", "rg_lru", "lru"]
+
+
+def reference_sequence(cell: str, layer: RecurrentLayer, x: torch.Tensor, h: torch.Tensor):
+    """The layer's outputs and last state through its reference: nn.GRU itself for ``gru``, else the
+    step-by-step equations (REFERENCE_STEPS), each step recorded by autograd."""
+    if cell == "gru":
+        y, h_n = layer.rnn(x, h.unsqueeze(0))
+        return y, h_n.squeeze(0)
+    outputs = []
+    for t in range(x.size(0)):
+        y, h = REFERENCE_STEPS[cell, ()](layer, x[t], h)
+        outputs.append(y)
+    return torch.stack(outputs), h
+
+
+@pytest.mark.parametrize("cell", FASTER_ON_CPU)
+def test_float32_outputs_and_gradients_match_the_reference(cell):
+    layer = make_layer(cell, 6, 8).float()
+    x, h = (t.float() for t in random_inputs(layer, steps=7, batch=5))
+    generator = torch.Generator().manual_seed(2)
+    grad_y, grad_h = torch.randn(7, 5, 8, generator=generator), torch.randn(5, 8, generator=generator)
+    inputs = [x.requires_grad_(), h.requires_grad_(), *layer.parameters()]
+
+    def outputs_and_gradients(y, h_n):
+        return [y, h_n, *torch.autograd.grad((y * grad_y).sum() + (h_n * grad_h).sum(), inputs)]
+
+    for actual, expected in zip(outputs_and_gradients(*layer(x, h)),
+                                outputs_and_gradients(*reference_sequence(cell, layer, x, h)), strict=True):
+        torch.testing.assert_close(actual, expected)
+
+
+def test_gru_outputs_are_nn_grus_to_the_bit():
+    """The CPU recurrence takes nn.GRU's operators in its order (the backward sums in another order)."""
+    torch.manual_seed(0)
+    layer = build_layer("gru", 24, 40)
+    x, h = torch.randn(9, 6, 24), torch.randn(6, 40)
+    y, h_n = layer(x, h)
+    expected, expected_h_n = layer.rnn(x, h.unsqueeze(0))
+    assert torch.equal(y, expected) and torch.equal(h_n, expected_h_n.squeeze(0))
+
+
 @pytest.mark.parametrize("cell, options, message", [
     ("lru", {}, "input_size=4 must equal hidden_size=5"),
     ("grid_lstm", {"depth": 0}, "depth=0"),

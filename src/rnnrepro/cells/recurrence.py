@@ -61,15 +61,21 @@ def require_equal_sizes(cell: str, input_size: int, hidden_size: int) -> None:
             f"hidden size); set the embedding size (or the layer below) to the hidden size")
 
 
-def sigmoid_grad(grad: torch.Tensor, sigmoid_out: torch.Tensor) -> torch.Tensor:
-    """Gradient at the pre-activation of s = sigmoid(a), given dL/ds and s: grad * s * (1 - s).
-    torch's own backward kernel does it in one op, not three: at small sizes a loop costs its op count."""
-    return torch.ops.aten.sigmoid_backward(grad, sigmoid_out)
+def sigmoid_grad(grad: torch.Tensor, sigmoid_out: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor:
+    """Gradient at the pre-activation of s = sigmoid(a), given dL/ds and s: grad * s * (1 - s), written
+    into ``out`` if given. torch's own backward kernel does it in one op, not three: at small sizes a
+    loop costs its op count."""
+    if out is None:
+        return torch.ops.aten.sigmoid_backward(grad, sigmoid_out)
+    return torch.ops.aten.sigmoid_backward.grad_input(grad, sigmoid_out, grad_input=out)
 
 
-def tanh_grad(grad: torch.Tensor, tanh_out: torch.Tensor) -> torch.Tensor:
-    """Gradient at the pre-activation of t = tanh(a), given dL/dt and t: grad * (1 - t^2), in one pass."""
-    return torch.ops.aten.tanh_backward(grad, tanh_out)
+def tanh_grad(grad: torch.Tensor, tanh_out: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor:
+    """Gradient at the pre-activation of t = tanh(a), given dL/dt and t: grad * (1 - t^2), in one pass,
+    written into ``out`` if given."""
+    if out is None:
+        return torch.ops.aten.tanh_backward(grad, tanh_out)
+    return torch.ops.aten.tanh_backward.grad_input(grad, tanh_out, grad_input=out)
 
 
 def weight_grad(output_grads: torch.Tensor, inputs: torch.Tensor) -> torch.Tensor:
@@ -107,6 +113,7 @@ class StepProduct:
 
     def __init__(self, weight: torch.Tensor, batch_size: int, bias: torch.Tensor | None = None):
         self.weight, self.bias = weight, bias
+        self.weight_t = weight.t()  # once, not at every step: at small sizes a loop costs its op count
         self.packed = (torch.ops.mkldnn._reorder_linear_weight(weight.detach().contiguous(), batch_size)
                        if _onednn_usable(weight) else None)
 
@@ -120,8 +127,8 @@ class StepProduct:
         if self.bias is not None:
             add = self.bias if add is None else add + self.bias
         if add is None:
-            return torch.mm(x, self.weight.t(), out=out)
-        return torch.addmm(add, x, self.weight.t(), out=out)
+            return torch.mm(x, self.weight_t, out=out)
+        return torch.addmm(add, x, self.weight_t, out=out)
 
 
 def grad_or_zeros(grad: torch.Tensor | None, like: torch.Tensor) -> torch.Tensor:
