@@ -37,6 +37,15 @@ def unavailable_reason() -> str | None:
     return None
 
 
+def ending_with_this_process(argv: list[str]) -> list[str]:
+    """``argv`` run so that it gets SIGTERM when the process that started it ends, however it ends: a
+    test run interrupted or killed runs no teardown, and its daemons would otherwise outlive it
+    (util-linux's setpriv sets the parent-death signal, which survives the exec; without setpriv the
+    daemon runs as it is)."""
+    setpriv = shutil.which("setpriv")
+    return [setpriv, "--pdeathsig", "TERM", "--", *argv] if setpriv else argv
+
+
 def free_ports(n: int) -> list[int]:
     sockets = [socket.socket() for _ in range(n)]
     for s in sockets:
@@ -154,7 +163,8 @@ StorageLoc=slurm_acct_db
     # ---- processes ------------------------------------------------------------------------
     def spawn(self, name: str, argv: list[str]) -> None:
         log = open(self.root / "log" / f"{name}.out", "w")
-        self.procs.append((name, subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env=self.env)))
+        self.procs.append((name, subprocess.Popen(ending_with_this_process(argv), stdout=log,
+                                                  stderr=subprocess.STDOUT, env=self.env)))
 
     def check_alive(self) -> None:
         for name, proc in self.procs:
