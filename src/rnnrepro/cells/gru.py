@@ -49,8 +49,8 @@ from torch import nn
 
 from . import gpu
 from .base import RecurrentLayer
-from .recurrence import (StepProduct, check_init, grad_or_zeros, sigmoid_grad, tanh_grad, uniform_init_,
-                         weight_grad, xavier_uniform_, zero_state)
+from .recurrence import (StepProduct, check_init, grad_or_zeros, previous_states, sigmoid_grad, tanh_grad,
+                         uniform_init_, weight_grad, xavier_uniform_, zero_state)
 
 
 class _ResetBeforeGRURecurrence(torch.autograd.Function):
@@ -118,7 +118,7 @@ def _backward_loop(grad_hidden, h0, weight_hh, gates, candidates, hidden, grad_g
     # g ↦ g U: through the gates' and the candidate's recurrent weights
     gate_product = StepProduct(weight_hh[: 2 * hidden_size].t().contiguous(), h0.size(0))
     candidate_product = StepProduct(weight_hh[2 * hidden_size:].t().contiguous(), h0.size(0))
-    previous = torch.cat([h0.unsqueeze(0), hidden[:-1]])
+    previous = previous_states(h0, hidden)
     grad_projected = gates.new_empty(gates.size(0), gates.size(1), 3 * hidden_size)
     kernels = gpu.kernels_for(grad_hidden, hidden, weight_hh)
     if kernels is None or grad_gates is not None:
@@ -224,7 +224,7 @@ class _ResetAfterGRURecurrence(torch.autograd.Function):
         grad_hidden = grad_or_zeros(grad_hidden, hidden).unbind(0)
         hidden_size = h0.size(1)
         steps = recurrent.size(0)
-        previous = torch.cat([h0.unsqueeze(0), hidden[:-1]])
+        previous = previous_states(h0, hidden)
         resets = recurrent[..., :hidden_size].unbind(0)
         updates = recurrent[..., hidden_size: 2 * hidden_size].unbind(0)
         recurrent_candidates = recurrent[..., 2 * hidden_size:].unbind(0)

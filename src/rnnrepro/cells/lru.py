@@ -44,7 +44,7 @@ from torch import nn
 
 from .base import RecurrentLayer
 from .gru import reset_before_gru_sequence, reset_before_gru_sequence_and_gates
-from .recurrence import require_equal_sizes, uniform_init_, zero_state
+from .recurrence import previous_states, require_equal_sizes, uniform_init_, zero_state
 
 
 def plus_product(total: torch.Tensor, x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
@@ -96,7 +96,7 @@ class _LatticeGRULayer(RecurrentLayer):
             time, time_gates = reset_before_gru_sequence_and_gates(projected, state, self.weight_hh)
         else:   # the GPU's fused backward takes no gradient into the gates: they are recomputed instead
             time, time_gates = reset_before_gru_sequence(projected, state, self.weight_hh), None
-        previous = torch.cat([state.unsqueeze(0), time[:-1]])
+        previous = previous_states(state, time)
         keep, reset = self.depth_gates(x, previous, time_gates)
         recurrent = F.linear(previous, self.depth_candidate_weight_hh, self.depth_candidate_bias)
         candidate = torch.tanh(plus_product(recurrent, reset * x, self.depth_candidate_weight_ih))

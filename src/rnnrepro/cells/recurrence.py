@@ -131,6 +131,11 @@ class StepProduct:
         return torch.addmm(add, x, self.weight_t, out=out)
 
 
+def previous_states(initial: torch.Tensor, states: torch.Tensor) -> torch.Tensor:
+    """The state each step started from, (T, B, M): ``initial`` (B, M), then ``states`` (T, B, M) but its last."""
+    return torch.cat([initial.unsqueeze(0), states[:-1]])
+
+
 def grad_or_zeros(grad: torch.Tensor | None, like: torch.Tensor) -> torch.Tensor:
     """Autograd passes None for outputs that did not reach the loss."""
     return torch.zeros_like(like) if grad is None else grad

@@ -31,7 +31,8 @@ from torch import nn
 
 from . import gpu
 from .base import RecurrentLayer
-from .recurrence import check_init, grad_or_zeros, sigmoid_grad, uniform_init_, xavier_uniform_, zero_state
+from .recurrence import (check_init, grad_or_zeros, previous_states, sigmoid_grad, uniform_init_, xavier_uniform_,
+                         zero_state)
 
 
 class _SRUMemoryRecurrence(torch.autograd.Function):
@@ -98,6 +99,6 @@ class SRULayer(RecurrentLayer):
     def forward(self, x: torch.Tensor, state: torch.Tensor):
         forget_input, candidate, reset_input, highway = F.linear(x, self.weight_ih, self.bias).chunk(4, dim=2)
         memory = _SRUMemoryRecurrence.apply(forget_input, candidate, self.forget_weight, state)
-        previous = torch.cat([state.unsqueeze(0), memory[:-1]])
+        previous = previous_states(state, memory)
         reset = torch.sigmoid(torch.addcmul(reset_input, self.reset_weight, previous))
         return torch.lerp(highway, memory, reset), memory[-1]  # r ⊙ c + (1 - r) ⊙ highway
