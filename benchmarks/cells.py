@@ -85,6 +85,8 @@ def parse_args() -> argparse.Namespace:
     cpu = parser.add_argument_group(f"--shapes {CPU_SHAPE}")
     cpu.add_argument("--studies", nargs="+", default=list(cpu_budget_steps.CPU_MODELS),
                      choices=list(cpu_budget_steps.CPU_MODELS))
+    cpu.add_argument("--budget", default="cpu", choices=["cpu", "cpu_wide"],
+                     help="whose models: the cpu budget's (default) or its second scale's")
     cpu.add_argument("--repeats", type=int, default=5, help="timed round-robin repeats after 1 warm-up (default 5)")
     cpu.add_argument("--breakdown", action="store_true", help="split each step: head, recurrence, rest, operators")
     cpu.add_argument("--against", metavar="DIR", help="another checkout to time as 'before' (this one is 'after')")

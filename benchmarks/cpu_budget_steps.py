@@ -83,7 +83,8 @@ class StepRun:
 def build_run(study: dict, run_config: dict, dataset: str, model_id: str, baseline: str) -> StepRun:
     from rnnrepro import grid
 
-    cell = grid.Cell(study["study"], grid.data_key(study, run_config, dataset), model_id, 100, 1111, "cpu")
+    cell = grid.Cell(study["study"], grid.data_key(study, run_config, dataset), model_id, 100, 1111,
+                     run_config["budget"])
     cfg = grid.resolve_cell(study, run_config, cell)
     arch, recipe = cfg["architecture"], cfg["recipe"]
     torch.manual_seed(0)
@@ -163,10 +164,10 @@ def _autocomplete_step(cfg: dict, generator: torch.Generator):
     return steps, batch, step, model.dense.in_features, model
 
 
-def build_runs(studies: list[str]) -> list[StepRun]:
+def build_runs(studies: list[str], budget: str = "cpu") -> list[StepRun]:
     from rnnrepro.configuration import load_study
 
-    run_config = {**yaml.safe_load((REPO / "config" / "config.yaml").read_text()), "budget": "cpu"}
+    run_config = {**yaml.safe_load((REPO / "config" / "config.yaml").read_text()), "budget": budget}
     runs = []
     for name in studies:
         study = load_study(name)
@@ -184,12 +185,12 @@ def count_operators(run: StepRun) -> int:
     return sum(1 for event in profiler.events() if event.name.startswith("aten::"))
 
 
-def measure(studies: list[str], warmup: int, repeats: int, breakdown: bool) -> dict:
+def measure(studies: list[str], warmup: int, repeats: int, breakdown: bool, budget: str = "cpu") -> dict:
     """Per model: the seconds of every timed step (and with ``breakdown`` of its parts), round-robin.
 
     Not rnnrepro.timing: its Timer runs one step in blocks, one model after the other, while the x LSTM
     ratios on a shared machine whose speed drifts need every model's steps taken in turn."""
-    runs = build_runs(studies)
+    runs = build_runs(studies, budget)
     parts = ("step", "head", "recurrence") if breakdown else ("step",)
     seconds = {run.model: {part: [] for part in (*parts, "step_cpu")} for run in runs}
     for repeat in range(warmup + repeats):
@@ -237,10 +238,10 @@ def median_ms(values: list[float]) -> float:
     return 1000 * statistics.median(values)
 
 
-def print_single(results: dict, breakdown: bool) -> None:
+def print_single(results: dict, breakdown: bool, budget: str = "cpu") -> None:
     for study in dict.fromkeys(r["study"] for r in results.values()):
         rows = {model: r for model, r in results.items() if r["study"] == study}
-        print(f"\n### {study}: one training step, cpu budget\n")
+        print(f"\n### {study}: one training step, {budget} budget\n")
         columns = "| model | cell | width | ms / step | tokens / s | x LSTM |"
         if breakdown:
             columns += " head | recurrence | rest | operators |"
@@ -292,7 +293,7 @@ def print_before_after(before_rounds: list[dict], after_rounds: list[dict]) -> N
 def child_command(args: argparse.Namespace, output: Path, breakdown: bool) -> list[str]:
     """This file as a script: it imports nothing of rnnrepro before it measures, so it runs against any
     checkout, older ones included."""
-    return [sys.executable, __file__, "--studies", *args.studies, "--threads", str(args.threads),
+    return [sys.executable, __file__, "--studies", *args.studies, "--budget", args.budget, "--threads", str(args.threads),
             "--repeats", str(args.repeats), "--json", str(output), *(["--breakdown"] if breakdown else [])]
 
 
@@ -318,12 +319,12 @@ def main(args: argparse.Namespace) -> None:
     """``--shapes cpu`` of benchmarks/cells.py."""
     if args.json:   # a measuring process of --against, or a run that keeps its raw numbers
         start_like_a_job(args.threads)
-        Path(args.json).write_text(json.dumps(measure(args.studies, 1, args.repeats, args.breakdown)))
+        Path(args.json).write_text(json.dumps(measure(args.studies, 1, args.repeats, args.breakdown, args.budget)))
         return
     if args.against is None:
         start_like_a_job(args.threads)
         print(header(args, f"median of {args.repeats} round-robin repeats after 1 warm-up"))
-        print_single(measure(args.studies, 1, args.repeats, args.breakdown), args.breakdown)
+        print_single(measure(args.studies, 1, args.repeats, args.breakdown, args.budget), args.breakdown, args.budget)
         return
     before_source, after_source = Path(args.against).resolve() / "src", REPO / "src"
     if not (before_source / "rnnrepro").is_dir():
@@ -344,6 +345,7 @@ def main(args: argparse.Namespace) -> None:
 if __name__ == "__main__":   # a measuring process of --against (child_command)
     parser = argparse.ArgumentParser(description="one measuring process of benchmarks/cells.py --shapes cpu --against")
     parser.add_argument("--studies", nargs="+", required=True, choices=list(CPU_MODELS))
+    parser.add_argument("--budget", default="cpu")
     parser.add_argument("--threads", type=int, required=True)
     parser.add_argument("--repeats", type=int, required=True)
     parser.add_argument("--json", required=True)

@@ -70,6 +70,16 @@ class Cell:
         return f"{runs_dir(self.budget)}/{self.key}"
 
 
+def studies_with_budget(studies: dict, budget: str) -> dict:
+    """The studies whose files define ``budget`` (every study defines the four main budgets; a second
+    scale of one, like ``cpu_wide``, only some). None: an error naming the budget."""
+    kept = {name: study for name, study in studies.items() if budget in study["budgets"]}
+    if not kept:
+        raise ConfigError(f"budget {budget!r}: none of the studies {', '.join(studies)} defines it "
+                          f"(config/studies/<study>.yaml, `budgets:`)")
+    return kept
+
+
 def budget_of(study: dict, config: dict) -> dict:
     return study["budgets"][config["budget"]]
 
@@ -107,7 +117,10 @@ def train_file(corpus: str, fraction: int) -> str:
 
 
 def artifacts(study: dict, config: dict) -> list[str]:
-    """The study's artifacts the current budget builds (all but those its `omit` leaves out)."""
+    """The study's artifacts the current budget builds (all but those its `omit` leaves out; none when
+    the study file has no entry for the budget, as for a second scale that only some studies have)."""
+    if config["budget"] not in study["budgets"]:
+        return []
     omitted = set(budget_of(study, config).get("omit", []))
     return [name for name in study["artifacts"] if name not in omitted]
 

@@ -86,11 +86,19 @@ def evaluation_outputs(run_dir: Path) -> list[Path]:
 # ---------------------------------------------------------------- packing
 
 def pack_run(run_dir: Path, budget: str, records: Path = RECORDS) -> Path:
-    """Copy one finished run folder's small files into ``records/<budget>/runs/``; returns the record."""
+    """Copy one finished run folder's small files into ``records/<budget>/runs/``; returns the record.
+
+    A run made from a working tree with uncommitted changes (its ``git_sha`` ends in ``-dirty``) is
+    refused: no commit holds the code that made it."""
     missing = [name for name in RECORDED if not (run_dir / name).exists()]
     if missing:
         raise FileNotFoundError(f"run folder {run_dir} has no {', '.join(missing)}: rerun that cell before "
                                 f"recording it")
+    sha = str(json.loads((run_dir / "metrics.json").read_text()).get("git_sha", ""))
+    if sha.endswith("-dirty"):
+        raise RuntimeError(f"{run_dir} was trained from a working tree with uncommitted changes (git_sha {sha}): "
+                           f"no commit holds the code that made it, so it is not recorded; commit, then train "
+                           f"it again (delete its metrics.json, or `records grow` from a clean checkout)")
     target = record_dir(records, budget) / run_dir.relative_to(results_dir(budget))
     target.mkdir(parents=True, exist_ok=True)
     for source in [run_dir / name for name in RECORDED] + evaluation_outputs(run_dir):
@@ -217,7 +225,7 @@ def units(studies: dict, config: dict) -> list[Unit]:
             owner.cells += new
             owner.targets += [f"{c.run_dir}/metrics.json" for c in new] + evals
             owner.evaluations += evals
-        if "speed" in study:
+        if any(study["artifacts"][a].get("speed") for a in grid.artifacts(study, config)):
             path = f"{grid.results_dir(config['budget'])}/speed/{name}.json"
             found.append(Unit(f"{name}/speed", name, [], [path], [], speed=path))
     return found
@@ -230,7 +238,7 @@ def _load(budget: str, config_file: Path, study_names: list[str] | None = None) 
     if unknown:
         raise ConfigError(f"--study {', '.join(unknown)}: not a study of {config_file} "
                           f"({', '.join(config['studies'])})")
-    return config, {name: load_study(name) for name in names}
+    return config, grid.studies_with_budget({name: load_study(name) for name in names}, budget)
 
 
 # ---------------------------------------------------------------- restoring and rendering
@@ -543,10 +551,22 @@ def commit_leftovers(budget: str, records: Path, say) -> None:
             f"{(result.stderr or result.stdout).strip()}")
 
 
+def uncommitted_changes() -> list[str]:
+    """Tracked files of the working tree that differ from HEAD (records/ aside: grow commits those)."""
+    listed = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no", "--", ".",
+                             f":(exclude){RECORDS}"], capture_output=True, text=True)
+    return [line[3:] for line in listed.stdout.splitlines()] if listed.returncode == 0 else []
+
+
 def grow(args: argparse.Namespace) -> int:
     config, studies = _load(args.budget, args.run_config, args.study)
     if args.budget == grid.SMOKE:
         raise ConfigError("grow records real-data runs: the smoke budget trains on synthetic corpora")
+    changed = uncommitted_changes()
+    if changed:
+        raise RuntimeError(f"the working tree has uncommitted changes ({', '.join(changed[:5])}"
+                           f"{', ...' if len(changed) > 5 else ''}): a record must name the commit that made "
+                           f"it. Commit or stash them, or grow from a clean checkout (git worktree add ../grow)")
     if args.commit:
         commit_leftovers(args.budget, args.records, lambda text: print(f"[rnnrepro] {text}", flush=True))
     pending = [u for u in selected(units(studies, config), args.unit) if u.problems(studies, config, args.records)]

@@ -68,6 +68,8 @@ with config_errors_stop_the_workflow():
             for name in config["studies"]
         }
     export_custom_cells(config["custom_cells"], CUSTOM_SOURCE)
+    # A second scale of a budget (cpu_wide) exists only in the study files that define it.
+    STUDIES = grid.studies_with_budget(STUDIES, config["budget"])
 
 # profiles/slurm on a machine without SLURM (docs/cluster.md): a dry run warns, since planning before
 # submitting on the cluster is fine; a real run stops here, before planning a job it cannot submit

@@ -52,10 +52,36 @@ def cpu_model() -> str:
     return platform.processor() or platform.machine()
 
 
+# The vector extensions that decide which kernels torch and oneDNN run (and so a CPU result's last bits).
+VECTOR_FLAGS = ("sse4_2", "avx", "avx2", "fma", "avx512f", "avx512bw", "avx512vl", "avx512_vnni", "avx512_bf16",
+                "amx_bf16", "amx_tile")
+
+
+def cpu_identity() -> dict:
+    """The CPU beyond its model name: vendor, family, model and stepping (which tell two CPUs of one
+    marketing name apart), the vector extensions it has of those that matter here, and the one torch's
+    CPU kernels run with (``torch.backends.cpu.get_cpu_capability``: DEFAULT, AVX2, AVX512, ...)."""
+    fields: dict[str, str] = {}
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            key, _, value = line.partition(":")
+            key = key.strip()
+            if not key and fields:
+                break  # the first processor's block is enough
+            fields.setdefault(key, value.strip())
+    except OSError:
+        pass
+    flags = set(fields.get("flags", "").split())
+    return {"cpu_vendor": fields.get("vendor_id"), "cpu_family": fields.get("cpu family"),
+            "cpu_model_number": fields.get("model"), "cpu_stepping": fields.get("stepping"),
+            "cpu_flags": [flag for flag in VECTOR_FLAGS if flag in flags],
+            "cpu_capability": torch.backends.cpu.get_cpu_capability()}
+
+
 def machine(device: torch.device) -> dict:
     """The hardware a result was measured on: a timing or a wall time means little without it. The
     load average at the end tells whether other work shared the CPU."""
-    return {"cpu": cpu_model(), "cpus": os.cpu_count(), "threads": torch.get_num_threads(),
+    return {"cpu": cpu_model(), **cpu_identity(), "cpus": os.cpu_count(), "threads": torch.get_num_threads(),
             "gpu": torch.cuda.get_device_name(device) if device.type == "cuda" else None,
             "load_average": [round(load, 2) for load in os.getloadavg()]}
 
