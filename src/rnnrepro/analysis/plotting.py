@@ -166,6 +166,27 @@ def mean_curve(runs: pd.DataFrame, x: str, y: str) -> pd.DataFrame:
     return runs[runs[x].isin(common)].groupby(x, as_index=False)[y].mean()
 
 
+def mean_and_band(ax, runs: pd.DataFrame, x: str, y: str, colour, label: str | None = None) -> None:
+    """The mean over seeds (a line) and their range (a band) where every seed has a point; past that, each
+    longer run's own line (thin); every run's end marked as :func:`seed_curves` marks it."""
+    mean = mean_curve(runs, x, y)
+    common = runs[runs[x].isin(mean[x])]
+    band = common.groupby(x)[y].agg(["min", "max"]).reset_index()
+    ax.fill_between(band[x], band["min"], band["max"], color=colour, alpha=0.2, linewidth=0)
+    ax.plot(mean[x], mean[y], color=colour, linewidth=1.6, label=label)
+    last_common = mean[x].max() if len(mean) else -np.inf
+    for _, run in runs.groupby("seed", sort=True):
+        run = run.sort_values(x)
+        tail = run[run[x] >= last_common]
+        if len(tail) > 1:
+            ax.plot(tail[x], tail[y], color=colour, linewidth=0.8, alpha=0.7)
+    for _, run in runs.groupby("seed", sort=True):
+        run = run.sort_values(x)
+        capped = bool(run["capped"].iloc[-1]) if "capped" in run else False
+        ax.plot(run[x].iloc[-1], run[y].iloc[-1], ">" if capped else "o", color=colour, markersize=5,
+                markerfacecolor="white" if capped else colour, linestyle="none")
+
+
 # ---------------------------------------------------------------- rows of a table
 
 def samples(text) -> list[float]:
@@ -255,17 +276,23 @@ def tidy_rows_axis(ax) -> None:
     ax.set_axisbelow(True)
 
 
-def compare_legend(ax, capped: bool = False, paper: bool = True) -> None:
-    """The legend of :func:`compare_with_paper`'s marks."""
-    handles = [Line2D([], [], marker="o", color=OURS, linestyle="none", markersize=5, label="ours: a seed"),
-               Line2D([], [], color=OURS, linewidth=2, label="ours: mean, line: ± 1 sd over seeds")]
+def compare_handles(capped: bool = False, paper: bool = True, colour=OURS) -> list:
+    """Legend entries for :func:`seed_rows` and :func:`paper_rows` marks (``colour``: ours, or a neutral
+    grey where each row has a colour of its own)."""
+    handles = [Line2D([], [], marker="o", color=colour, linestyle="none", markersize=5, label="ours: a seed"),
+               Line2D([], [], color=colour, linewidth=2, label="ours: mean, line: ± 1 sd over seeds")]
     if capped:
-        handles.append(Line2D([], [], marker="o", color=OURS, markerfacecolor="white", linestyle="none",
+        handles.append(Line2D([], [], marker="o", color=colour, markerfacecolor="white", linestyle="none",
                               markersize=5, label=CAPPED_LABEL))
     if paper:
         handles.append(Line2D([], [], marker="D", color=PAPER, markerfacecolor="none", linestyle="none",
                               markersize=5, label="the paper"))
-    ax.legend(handles=handles, fontsize=8, loc="best")
+    return handles
+
+
+def compare_legend(ax, capped: bool = False, paper: bool = True) -> None:
+    """The legend of :func:`compare_with_paper`'s marks."""
+    ax.legend(handles=compare_handles(capped, paper), fontsize=8, loc="best")
 
 
 # ---------------------------------------------------------------- axes
