@@ -49,7 +49,9 @@ table[["dataset", "unit", "hidden_size", "params", "seeds", "test_loss", "test_l
 # %%
 import matplotlib.pyplot as plt
 
-from rnnrepro.analysis.plotting import (compare_handles, data_label, end_marker_legend, mean_and_band, paper_rows,
+from matplotlib.ticker import MaxNLocator
+
+from rnnrepro.analysis.plotting import (compare_handles, counted, data_label, end_marker_legend, mean_and_band, paper_rows,
                                         relative_change, seed_rows, tidy_rows_axis)
 
 histories = lru.read_histories(metrics_files)
@@ -76,6 +78,7 @@ def plot_curves(units: list[str], path: str, title: str) -> None:
             bottom = runs[column].min()
             ax.set_ylim(bottom - 0.05 * (top - bottom), top)
             ax.set(xlabel="epoch", ylabel=f"{split} (nats/char)", title=f"{data_label(dataset, corpus)}: {split}")
+            ax.xaxis.set_major_locator(MaxNLocator(integer=True))
             ax.grid(color="0.93")
         rows = table[(table["dataset"] == dataset) & table["cell"].isin(units)]
         order = [labels[u] for u in units if u in set(rows["cell"])]
@@ -92,11 +95,12 @@ def plot_curves(units: list[str], path: str, title: str) -> None:
         row_axes[2].set(ylabel=f"test loss against {labels[baseline]} (%)",
                         title=f"each unit against {labels[baseline]}: ours and the paper's")
         tidy_rows_axis(row_axes[2])
+    shown_paper = table["paper_test_loss"].notna() & (table["corpus"] == table["dataset"])
     handles = axes[0][0].get_legend_handles_labels()[0] + end_marker_legend() + compare_handles(
-        capped=bool(cells["capped"].any()), paper=table["paper_test_loss"].notna().any(), colour="0.3")
+        capped=bool(cells["capped"].any()), paper=bool(shown_paper.any()), colour="0.3")
     fig.legend(handles=handles, loc="lower center", ncol=min(len(handles), 6), fontsize=9,
                bbox_to_anchor=(0.5, -0.01))
-    fig.suptitle(f"{title} ({table['budget'].iloc[0]} budget, {cells['seed'].nunique()} seeds)")
+    fig.suptitle(f"{title} ({table['budget'].iloc[0]} budget, {counted(cells['seed'].nunique(), 'seed')})")
     fig.tight_layout(rect=(0, 0.09 / len(datasets), 1, 1))
     save_figure(fig, path)
 

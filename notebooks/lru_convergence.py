@@ -48,6 +48,8 @@ import matplotlib.pyplot as plt
 import numpy as np
 import seaborn as sns
 
+from rnnrepro.analysis.plotting import counted
+
 # the paper's units, then any cell of your own (docs/custom_cells.md)
 units = [u for u in lru.UNIT_LABELS if u in set(runs["cell"])] + lru.added_units(runs)
 names = lru.unit_labels(runs)
@@ -85,7 +87,6 @@ if runs["capped"].any():
     handles.append(plt.Line2D([], [], marker="^", color="0.3", markerfacecolor="white", linestyle="none",
                               label="stopped by its epoch cap: at least this"))
 ax.legend(handles=handles, fontsize=8, loc="center left", bbox_to_anchor=(1.01, 0.5))
-seeds = runs["seed"].nunique()
-ax.set_title(f"Convergence rate: {seeds} seed{'s' if seeds > 1 else ''} x {len(datasets)} "
-             f"dataset{'s' if len(datasets) > 1 else ''} per unit")
+ax.set_title(f"Convergence rate: {counted(runs['seed'].nunique(), 'seed')} x {counted(len(datasets), 'dataset')} "
+             "per unit")
 save_figure(fig, figures[0])

@@ -31,6 +31,7 @@ figures = ["results/figures/lru_stat_efficiency.png", "results/figures/lru_varia
 # %%
 from rnnrepro.analysis import lru
 from rnnrepro.analysis.notebook import save, save_figure, setup
+from rnnrepro.analysis.plotting import counted
 
 study_config, cells = setup(study, metrics_files)
 table = lru.stat_efficiency_table(cells, study_config)
@@ -86,9 +87,8 @@ def plot_efficiency(units: list[str], path: str, title: str) -> None:
                                   label="open: stopped by its epoch cap"))
     axes[0][-1].legend(handles=handles, fontsize=8, loc="center left", bbox_to_anchor=(1.02, 0.5))
     seeds = cells.groupby(["dataset", "model", "fraction"])["seed"].nunique()
-    fig.suptitle(f"{title} ({table['budget'].iloc[0]} budget, "
-                 f"{seeds.min()}{'' if seeds.min() == seeds.max() else f'-{seeds.max()}'} seed"
-                 f"{'s' if seeds.max() > 1 else ''} per point)")
+    count = counted(seeds.min(), "seed") if seeds.min() == seeds.max() else f"{seeds.min()}-{seeds.max()} seeds"
+    fig.suptitle(f"{title} ({table['budget'].iloc[0]} budget, {count} per point)")
     fig.tight_layout()
     save_figure(fig, path)
 

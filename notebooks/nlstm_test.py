@@ -34,7 +34,7 @@ import seaborn as sns
 from rnnrepro import grid
 from rnnrepro.analysis.autocomplete import early_validation_loss, example_predictions, test_table, validation_curves
 from rnnrepro.analysis.notebook import save, save_figure, setup
-from rnnrepro.analysis.plotting import mean_curve, model_names, seed_curves, text_figure
+from rnnrepro.analysis.plotting import counted, mean_curve, model_names, seed_curves, text_figure
 
 study_config, cells = setup(study, metrics_files)
 curves = validation_curves(metrics_files)
@@ -52,7 +52,7 @@ table
 # the models end (the final ranking itself is read from the test cross entropy in the table).
 
 # %%
-label = f"{cells['budget'].iloc[0]} budget, corpus {cells['corpus'].iloc[0]}, {cells['seed'].nunique()} seeds"
+label = f"{cells['budget'].iloc[0]} budget, corpus {cells['corpus'].iloc[0]}, {counted(cells['seed'].nunique(), 'seed')}"
 names = model_names(study_config, curves["model"])
 models = [m for m in study_config["artifacts"][artifact]["models"] if m in set(curves["model"])]
 colours = dict(zip(models, sns.color_palette(n_colors=len(models))))
@@ -107,7 +107,7 @@ else:
     fig, axes = plt.subplots(EXAMPLES, 1, figsize=(CHARS * 0.3, EXAMPLES * (1 + len(models)) * 0.9))
     for example, ax in enumerate(axes):
         reference = predictions[models[0]][example]
-        rows = [("target", reference["target"])] + [(m, predictions[m][example]["predicted"]) for m in models]
+        rows = [("target", reference["target"])] + [(names[m], predictions[m][example]["predicted"]) for m in models]
         for column, char in enumerate(reference["text"]):
             ax.text(column, len(rows), "␣" if char == " " else char, ha="center", va="bottom", fontsize=11,
                     family="monospace")

@@ -79,5 +79,5 @@ for (ours_ax, paper_ax), dataset in zip(axes, datasets):
     paper_ax.legend(handles, labels, fontsize=8)
 fig.suptitle(f"Standard dropout 0.4 (the authors' code) against 0.5 (the paper's text), test perplexity "
              f"({scale_note(cells)})")
-fig.tight_layout()
+fig.tight_layout(w_pad=2.5)
 save_figure(fig, figures[0])

@@ -95,5 +95,5 @@ for (ours_ax, change_ax), dataset in zip(axes, datasets):
     for ax in (ours_ax, change_ax):
         tidy_rows_axis(ax)
 fig.suptitle("PRU paper §4.2: static against dynamic evaluation, test perplexity")
-fig.tight_layout()
+fig.tight_layout(w_pad=2.5)
 save_figure(fig, figures[0])

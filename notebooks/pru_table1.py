@@ -59,5 +59,5 @@ for row_axes, dataset in zip(axes, datasets):
                        title=data_label(dataset, rows["corpus"].iloc[0]))
     compare_legend(row_axes[1], capped=bool(seeds["capped"].any()))
 fig.suptitle(f"PRU Table 1: test perplexity ({scale_note(cells)})")
-fig.tight_layout()
+fig.tight_layout(w_pad=2.5)
 save_figure(fig, figures[0])

@@ -11,7 +11,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 import yaml
-from conftest import copy_project, python_in, snakemake
+from conftest import copy_project, python_in, render_status, snakemake
 
 from rnnrepro import grid
 from rnnrepro.analysis.claims import (COUNTED, HELD, INCONCLUSIVE, NOT_HELD, NOT_TESTED, ClaimError, cases, check_claims,
@@ -478,7 +478,7 @@ def test_records_hold_only_the_small_files(recorded):
 def test_render_from_records_without_training(recorded):
     result = python_in(recorded, "-m", "rnnrepro.records", "render", "--budget", "reduced")
     assert result.returncode == 0, result.stdout + result.stderr
-    status = render_status(result)
+    status = render_status(result.stdout)
     assert status["reduced:pru/dropout"] == "rendered"
     assert status["reduced:pru/table1"].startswith("not rendered: ") and "not recorded" in status["reduced:pru/table1"]
     # an artifact that reads evaluation outputs is rendered from records too, once they are all there
@@ -499,10 +499,6 @@ def test_render_from_records_without_training(recorded):
     assert card[card["table"] == "pru_table1"]["reason"].str.contains("not recorded").all()
     assert (tree / "figures/claims.png").exists()
     assert (recorded / "results/claims_by_budget.png").exists()
-
-
-def render_status(result) -> dict:
-    return dict(line.split(None, 1) for line in result.stdout.strip().splitlines())
 
 
 def test_a_render_refreshes_what_an_earlier_render_wrote(recorded):
@@ -532,7 +528,7 @@ def test_a_stale_record_is_not_rendered(recorded):
     try:
         result = python_in(recorded, "-m", "rnnrepro.records", "render", "--budget", "reduced")
         assert result.returncode == 0, result.stderr
-        status = render_status(result)["reduced:pru/dropout"]
+        status = render_status(result.stdout)["reduced:pru/dropout"]
         assert "stale record (the study file changed: recipe.lr 20.0 -> 30.0)" in status, status
         card = pd.read_csv(recorded / "results/reduced/tables/claims.csv")
         assert card[card["table"] == "pru_dropout"]["reason"].str.contains("stale").all()

@@ -2,16 +2,17 @@
 scorecard on any machine. The mechanism itself is tested on hand-written fixtures in test_claims.py;
 this checks the real records stay renderable as the notebooks and study files change."""
 
+import re
 import shutil
 import sys
 from pathlib import Path
 
 import pandas as pd
 import pytest
-from conftest import copy_project, python_in
+from conftest import copy_project, python_in, render_status
 
 from rnnrepro.analysis.claims import COUNTED
-from rnnrepro.configuration import REPO_ROOT, load_study
+from rnnrepro.configuration import REPO_ROOT, load_run_config, load_study, load_yaml
 
 RECORDED_BUDGETS = sorted(p.name for p in (REPO_ROOT / "records").iterdir() if p.is_dir())
 
@@ -22,10 +23,20 @@ def test_recorded_runs_render_into_tables_and_the_scorecard(budget, tmp_path):
     shutil.copytree(REPO_ROOT / "records", project / "records")
     result = python_in(project, "-m", "rnnrepro.records", "render", "--budget", budget)
     assert result.returncode == 0, result.stdout + result.stderr[-3000:]
-    status = {key.removeprefix(f"{budget}:"): state
-              for key, state in (line.split(None, 1) for line in result.stdout.strip().splitlines())}
+    status = {key.removeprefix(f"{budget}:"): state for key, state in render_status(result.stdout).items()}
     rendered = [key for key, state in status.items() if state == "rendered" and key != "claims"]
     assert rendered and status["claims"] == "rendered", status
+    # it talks: a line per artifact of every study, a rendered one with its time, then the counts; the
+    # notebooks' kernels say nothing
+    lines = result.stdout.strip().splitlines()
+    assert all(line.startswith("[rnnrepro] ") for line in lines), lines
+    studies = load_run_config(load_yaml(REPO_ROOT / "config/config.yaml"))["studies"]
+    assert len(status) == sum(len(load_study(s)["artifacts"]) for s in studies) + 1, status  # + the scorecard
+    assert sum(bool(re.search(r": rendered in \d+\.\d s$", line)) for line in lines) == len(rendered) + 1
+    summary = next(line for line in lines if line.startswith(f"[rnnrepro] {budget}: "))
+    assert f"{len(rendered)} of {len(status) - 1} artifacts rendered" in summary, summary
+    assert f"results/{budget}/" in summary
+    assert "IPKernelApp" not in result.stdout + result.stderr and "WARNING" not in result.stderr, result.stderr
 
     card = pd.read_csv(project / "results" / budget / "tables/claims.csv")
     tables = {table for key in rendered for table in _tables(*key.split("/"))}

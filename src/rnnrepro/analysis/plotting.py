@@ -114,6 +114,11 @@ def model_names(study: dict, models) -> dict[str, str]:
     return names
 
 
+def counted(number: int, word: str) -> str:
+    """"1 seed", "3 seeds"."""
+    return f"{number} {word}{'' if number == 1 else 's'}"
+
+
 def data_label(dataset: str, corpus: str) -> str:
     """A dataset as a title names it: its id, and the stand-in corpus a budget trained on instead."""
     return dataset if corpus == dataset else f"{dataset} (stand-in corpus {corpus})"
@@ -126,8 +131,7 @@ def scale_note(cells: pd.DataFrame) -> str:
         low, high = int(cells["hidden_size"].min()), int(cells["hidden_size"].max())
         parts.append(f"M = {low}" + (f"-{high}" if high != low else ""))
     seeds = cells.groupby([c for c in ("dataset", "model") if c in cells])["seed"].nunique()
-    parts.append(f"{seeds.min()} seed{'s' if seeds.min() != 1 else ''}" if seeds.min() == seeds.max()
-                 else f"{seeds.min()}-{seeds.max()} seeds")
+    parts.append(counted(seeds.min(), "seed") if seeds.min() == seeds.max() else f"{seeds.min()}-{seeds.max()} seeds")
     return ", ".join(parts)
 
 
@@ -222,6 +226,7 @@ def seed_rows(ax, seeds: pd.DataFrame, order: list, value: str = "value", colour
         first = False
     ax.set_xticks(range(len(order)), order)
     ax.set_xlim(-0.6, len(order) - 0.4)
+    ax.ticklabel_format(axis="y", style="plain", useOffset=False)  # 78.43, not 0.0004 + 7.843e1
 
 
 def paper_rows(ax, paper: pd.Series, order: list, offset: float = 0.0, label: str = "paper") -> None:
