@@ -311,7 +311,7 @@ def test_cuda_fast_paths_without_gradients_match_eager(cell):
 @cuda
 @needs_cuda
 @needs_triton
-def test_cuda_split_product_matches_mm_at_the_awd_shape():
+def test_cuda_nested_lstm_split_product_matches_mm_at_the_awd_shape():
     """The split-K step products of a depth-2 Nested LSTM at the AWD shape (batch 20, width 1150),
     forward (x W^T plus the step's other term) and backward (g W), against torch.mm in IEEE FP32."""
     precision.apply("fp32")
