@@ -15,7 +15,8 @@
 # Peace, enwik8 and text8: the test categorical cross entropy (nats per character, and bits per
 # character) of the best-validation epoch, mean over seeds, beside the paper's values (read off the
 # authors' figures, see `config/studies/lru.yaml`). The curves are the validation and the test loss
-# after every epoch; the model comparison and the LRU-variant comparison are separate figures, as in the paper.
+# after every epoch, beside each unit's test loss against GRU's (ours and the paper's); the model
+# comparison and the LRU-variant comparison are separate figures, as in the paper.
 # Under the smoke budget the models are tiny and every dataset is the same synthetic stand-in
 # (column `corpus`): only the shape of the table and figures is comparable, not the numbers.
 
