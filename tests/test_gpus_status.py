@@ -165,7 +165,7 @@ def test_jobs_per_gpu_setting_is_checked(tmp_path):
 
 def test_train_rule_runs_training_through_the_gpu_wrapper(tmp_path):
     project = copy_project(tmp_path)
-    out = snakemake(project, "-n", "-p", "results/runs/pru/synth_ptb/lstm_m1000/frac100/seed1111/metrics.json",
+    out = snakemake(project, "-n", "-p", "results/smoke/runs/pru/synth_ptb/lstm_m1000/frac100/seed1111/metrics.json",
                     "--config", "budget=smoke")
     assert out.returncode == 0, out.stderr
     assert "python -m rnnrepro.gpus run -- python -m rnnrepro.train --run-dir" in out.stdout

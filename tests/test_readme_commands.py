@@ -263,8 +263,8 @@ def test_a_broken_command_fails(tmp_path, mirror):
 def test_commands_planned_together_still_fail_one_by_one(tmp_path_factory, mirror):
     """Two commands that differ only in targets and cores share one dry run; where one of them names a
     target no rule makes, the shared run fails and each is judged by a run of its own."""
-    good = "snakemake --cores 8 results/paper/tables/pru_table1.csv"
-    bad = "snakemake --cores 1 results/paper/tables/pru_no_such_table.csv"
+    good = "snakemake --cores 8 results/tables/pru_table1.csv"
+    bad = "snakemake --cores 1 results/tables/pru_no_such_table.csv"
     made = []
 
     def folder():

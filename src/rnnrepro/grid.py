@@ -33,7 +33,8 @@ from .data.registry import DATASETS
 # The results and logs of each budget (results/ for the default budget, paper; results/<budget>/ for
 # every other one) are rnnrepro.layout's, re-exported here, where the workflow and the tools look.
 from .layout import (  # noqa: F401
-    DEFAULT_BUDGET, LOGS, RESERVED_NAMES, RESULTS, SMOKE, budgets_with_results, logs_dir, results_dir, runs_dir)
+    DEFAULT_BUDGET, LOGS, RESERVED_NAMES, RESULTS, SMOKE, budgets_with_results, earlier_layout, logs_dir, results_dir,
+    runs_dir)
 from .sizing import hidden_size_for_budget
 
 PROCESSED = "data/processed"

@@ -62,5 +62,22 @@ def budgets_with_results(root: Path = Path(".")) -> list[str]:
     if not results.is_dir():
         return []
     found = [DEFAULT_BUDGET] if any((results / part).is_dir() for part in ("runs", "speed")) else []
-    return found + [p.name for p in sorted(results.iterdir())
-                    if p.name not in RESERVED_NAMES and ((p / "runs").is_dir() or (p / "speed").is_dir())]
+    return found + [p.name for p in sorted(results.iterdir()) if p.name not in RESERVED_NAMES
+                    and p.name != DEFAULT_BUDGET and ((p / "runs").is_dir() or (p / "speed").is_dir())]
+
+
+def earlier_layout(root: Path = Path(".")) -> list[str]:
+    """What an earlier layout left here, where the smoke budget owned results/ and the default budget
+    results/paper/: one line each, with the command that moves it (nothing is moved here)."""
+    results, found = root / RESULTS, []
+    smoke_runs = sorted(results.glob("runs/*/synth_*"))
+    if smoke_runs:
+        found.append(f"{results}/runs/ holds smoke runs on synthetic corpora ({smoke_runs[0]}, ...) from when the "
+                     f"smoke budget wrote to results/; it now writes to {results_dir(SMOKE)}/, and results/ is the "
+                     f"{DEFAULT_BUDGET} budget's. Move each {results}/runs/<study>/synth_* folder to "
+                     f"{results_dir(SMOKE)}/runs/<study>/, or delete them")
+    old = results / DEFAULT_BUDGET
+    if (old / "runs").is_dir() or (old / "speed").is_dir() or (old / "tables").is_dir():
+        found.append(f"{old}/ is the {DEFAULT_BUDGET} budget's results tree from an earlier layout; it is now "
+                     f"{results}/ itself. Move it: mv {old}/* {results}/ && rmdir {old}")
+    return found

@@ -40,12 +40,11 @@ from dataclasses import asdict, dataclass, fields
 from datetime import datetime
 from pathlib import Path
 
-import yaml
 from tabulate import tabulate
 
 from . import grid
 from .analysis.run_files import DamagedRunFile, check_weights, read_metrics
-from .configuration import ConfigError, budgets, check_budget, load_run_config, load_study
+from .configuration import ConfigError, budgets, check_budget, load_run_config, load_study, load_yaml
 from .train import progress_file
 
 # A running cell's progress.json not rewritten for this long has no live process: the trainer rewrites it
@@ -201,7 +200,7 @@ def run_config(root: Path, budget: str | None = None) -> tuple[dict, str]:
         raise ConfigError(f"{config_file} not found: run `python -m rnnrepro.status` in the repository root")
     if budget:
         check_budget(budget)
-    config = yaml.safe_load(config_file.read_text())
+    config = load_yaml(config_file)
     if budget:
         config["budget"] = budget
     return load_run_config(config, str(config_file)), str(config_file.relative_to(root))
@@ -295,6 +294,8 @@ def main(argv=None) -> int:
     except ConfigError as e:
         print(f"[rnnrepro] error: {e}", file=sys.stderr)
         return 1
+    for line in grid.earlier_layout():
+        print(f"[rnnrepro] warning: {line}", file=sys.stderr)
     if none_here:
         print(f"[rnnrepro] no budget has results here yet: the grid of budget {shown[0]} ({source}); --budget B "
               f"shows another ({', '.join(budgets())})", file=sys.stderr)

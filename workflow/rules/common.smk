@@ -144,6 +144,8 @@ def check_the_command():
     requested = command_line.requested_targets()
     if requested is None:  # Snakemake driven from Python: no command line to read
         return
+    for line in grid.earlier_layout():
+        logger.warning(f"[rnnrepro] warning: {line}")
     replaced = command_line.replaced_budget(config["budget"], CUSTOM_SOURCE)
     if replaced:
         cells = targets.training_cells(STUDIES, config, requested)
