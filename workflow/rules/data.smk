@@ -24,7 +24,7 @@ rule fetch_dataset:
         ENV
     shell:
         "python -m rnnrepro.data fetch {wildcards.dataset} --dest data/raw/{wildcards.dataset} "
-        "--mirror {config[data_mirror]:q} --trust-unverified={config[trust_unverified_downloads]} "
+        "--mirror={config[data_mirror]:q} --trust-unverified={config[trust_unverified_downloads]} "
         "> {log:q} 2>&1"
 
 
