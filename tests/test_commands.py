@@ -232,6 +232,27 @@ def test_a_yaml_mistake_in_the_config_file_is_named_with_its_line(tmp_path):
     assert result.returncode == 1 and "config/config.yaml, line" in result.stderr and "Traceback" not in result.stderr
 
 
+def test_a_config_file_of_the_command_line_that_cannot_be_read_is_named(project):
+    (project / "mine.yaml").write_text("custom_cells:\n  mgu:\n    cell: examples.mgu:MGULayer\n   studies: {}\n")
+    run = snakemake(project, "-n", "--configfile", "mine.yaml", "missing.yaml", "all")
+    assert run.returncode == 1
+    assert run.stderr.splitlines()[-3:] == [
+        "[rnnrepro] error: mine.yaml, line 4, column 4: not valid YAML (did not find expected key; while parsing a "
+        "block mapping at line 2, column 3). Fix the file there (mind the indentation and the brackets)",
+        f"[rnnrepro] error: config file missing.yaml does not exist (paths are read from {project}; --configfile "
+        "takes every word up to the next option: put targets before it)",
+        f"[rnnrepro] error: config file all does not exist (paths are read from {project}; --configfile "
+        "takes every word up to the next option: put targets before it)"]
+
+
+def test_the_config_files_a_command_line_names(monkeypatch):
+    monkeypatch.chdir(REPO_ROOT)
+    assert command_line.named_config_files(["snakemake", "-n", "--configfile", "a.yaml", "b.yaml", "-p", "t",
+                                            "--configfile=c.yaml", "--profile", "profiles/smoke"]) == [
+        Path("a.yaml"), Path("b.yaml"), Path("c.yaml"), Path("profiles/smoke/run-config.yaml")]
+    assert command_line.named_config_files(["snakemake", "--cores", "2", "all"]) == []
+
+
 def run_here_in(folder: Path, main, args: list[str]):
     import os
 

@@ -117,6 +117,54 @@ def replaced_budget(budget: str, source: str, argv: list[str] | None = None) -> 
     return f"not {profile_budget_} as {name} sets ({why})"
 
 
+def named_config_files(argv: list[str] | None = None) -> list[Path]:
+    """The config files a command line names: after ``--configfile`` (until the next option), and the
+    ``configfile:`` of each ``--profile``. Read from the words alone: this runs while Snakemake reads
+    its profiles (profiles/default), where its own parser cannot be asked again."""
+    argv = sys.argv if argv is None else argv
+    files, profiles, option = [], [], None
+    for word in argv[1:]:
+        name, equals, value = word.partition("=")
+        if word.startswith("-"):
+            option = name if name in ("--configfile", "--configfiles", "--profile") else None
+            if not equals or option is None:
+                continue
+            word = value
+        if option in ("--configfile", "--configfiles"):
+            files.append(Path(word))
+        elif option == "--profile":
+            profiles.append(Path(word))
+            option = None
+    for profile in profiles:
+        if not profile.is_dir() and (Path("profiles") / profile).is_dir():
+            profile = Path("profiles") / profile
+        named = _profile_settings(profile).get("configfile") or []
+        files += [profile / name for name in ([named] if isinstance(named, str) else named)]
+    return files
+
+
+def stop_on_unreadable_config_files(argv: list[str] | None = None) -> None:
+    """Exit with one message per config file of the command line that is missing or not valid YAML (its
+    line and column), before Snakemake reads them: its own messages name neither the file nor the line of
+    a YAML mistake, and a missing file ends in a traceback. The workflow profile (profiles/default) calls
+    this."""
+    from .configuration import ConfigError, load_yaml
+
+    mistakes = []
+    for path in named_config_files(argv):
+        if not path.is_file():
+            what = "is a folder" if path.is_dir() else "does not exist"
+            mistakes.append(f"[rnnrepro] error: config file {path} {what} (paths are read from {Path.cwd()}; "
+                            f"--configfile takes every word up to the next option: put targets before it)")
+            continue
+        try:
+            load_yaml(path)
+        except ConfigError as error:
+            mistakes.append(f"[rnnrepro] error: {error}")
+    if mistakes:
+        sys.exit("\n".join(mistakes))
+
+
 def configfiles(argv: list[str] | None = None) -> list[str]:
     """The config files the command line (with its profiles) gives, as it names them."""
     args = snakemake_arguments(argv)
