@@ -63,7 +63,7 @@ def test_budgets_with_results_and_what_an_earlier_layout_left(tmp_path):
 def asked(targets_: list[str], studies: dict, budget: str = "paper") -> list[str]:
     rules = ["all", "claims", "train_cell", "notebook_pru_table1"]
     return targets.problems(targets_, studies, budget, budgets(), rules,
-                            lambda paths, owner: f"<command for {' '.join(paths)} at {owner}>")
+                            lambda paths, owner: f"<command for {' '.join(paths)} at {owner}>", STUDY_NAMES)
 
 
 def test_targets_the_workflow_makes_pass(studies):
@@ -94,11 +94,20 @@ def test_targets_the_workflow_makes_pass(studies):
     ("results/runs/prx/ptb/lstm_m1000/frac100/seed1111/metrics.json", "paper", "no study 'prx' at budget paper"),
     ("results/cpu/tables/pru_table3.csv", "cpu", "artifact pru_table3 is not built at budget cpu (its `omit:`"),
     ("alll", "paper", "alll: no rule and no file of that name; the nearest rules: all"),
+    ("results/cpu_wide/tables/nlstm_test.csv", "cpu_wide", "study nlstm has no budget cpu_wide (its budgets: "),
+    ("results/cpu_wide/runs/nlstm/x/m/frac100/seed1/metrics.json", "cpu_wide", "study nlstm has no budget cpu_wide"),
     (f"{Path.cwd()}/results/tables/pru_table1.csv", "paper", "give the target relative to the project folder"),
 ])
 def test_a_target_the_workflow_cannot_make_is_named_with_the_fix(studies, target, budget, said):
     found = asked([target], studies, budget)
     assert len(found) == 1 and said in found[0], found
+
+
+def test_a_target_of_a_study_the_run_leaves_out_names_the_setting(studies):
+    found = asked(["results/tables/lru_accuracy.csv", "results/runs/lru/ptb_char/gru_24m/frac100/seed1/metrics.json"],
+                  {"pru": studies["pru"]})
+    assert len(found) == 2 and all("study lru is not among this run's studies (pru); add it to `studies` "
+                                   "(config/config.yaml, or --config studies=[pru,lru])" in line for line in found)
 
 
 def test_a_target_of_another_budget_gets_the_command_that_builds_it(monkeypatch):
@@ -333,6 +342,17 @@ def test_status_without_a_budget_shows_the_budgets_that_have_results(status_tree
     assert table[0].startswith("budget,study,") and {line.split(",")[0] for line in table[1:]} == {"cpu", "smoke"}
 
 
+def test_status_read_by_a_reader_that_stops_early_ends_quietly(status_tree):
+    """`python -m rnnrepro.status | head`: the reader goes away before the table is written."""
+    import subprocess
+
+    reader = subprocess.Popen([sys.executable, "-m", "rnnrepro.status", "--budget", "paper"], cwd=status_tree,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    reader.stdout.close()
+    _, err = reader.communicate(timeout=120)
+    assert reader.returncode == 0 and "Traceback" not in err and "BrokenPipe" not in err, err
+
+
 # --- records grow and records list ----------------------------------------------------------------------------
 
 @pytest.mark.parametrize("arguments, said", [
@@ -366,7 +386,7 @@ def test_grow_checks_its_config_settings_before_any_run(monkeypatch, setting, sa
 def test_records_commands_name_an_unknown_budget(monkeypatch):
     monkeypatch.chdir(REPO_ROOT)
     for command in (["list", "--budget", "smok"], ["grow", "--budget", "smok", "--minutes", "1"],
-                    ["render", "--budget", "smok"]):
+                    ["render", "--budget", "smok"], ["pack", "--budget", "smok"]):
         result = run_here(records.main, command)
         assert result.returncode == 1 and "--budget smok: no such budget; did you mean smoke?" in result.stderr
 

@@ -677,6 +677,8 @@ def main(argv=None) -> int:
         if args.command == "list":
             return list_units(args)
         if args.command == "pack":
+            if args.budget:
+                check_budget(args.budget)
             packed = pack(args.budget, args.records, args.include_synthetic)
             speed = sum(path.parent.name == "speed" for path in packed)
             print(f"[rnnrepro] recorded {len(packed) - speed} runs and {speed} speed results under {args.records}/")

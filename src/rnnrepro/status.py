@@ -299,10 +299,14 @@ def main(argv=None) -> int:
     if none_here:
         print(f"[rnnrepro] no budget has results here yet: the grid of budget {shown[0]} ({source}); --budget B "
               f"shows another ({', '.join(budgets())})", file=sys.stderr)
-    for position, (budget, rows) in enumerate(tables):
-        if args.format == "table" and not args.budget:
-            print(f"{chr(10) if position else ''}budget {budget} ({grid.runs_dir(budget)}/):")
-        sys.stdout.write(render(rows, args.format, header=position == 0))
+    try:
+        for position, (budget, rows) in enumerate(tables):
+            if args.format == "table" and not args.budget:
+                print(f"{chr(10) if position else ''}budget {budget} ({grid.runs_dir(budget)}/):")
+            sys.stdout.write(render(rows, args.format, header=position == 0))
+        sys.stdout.flush()
+    except BrokenPipeError:  # its reader stopped early (`| head`): what it read is all it wanted
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
     return 0
 
 

@@ -96,7 +96,19 @@ def _nearest(word: str, candidates: list[str], n: int = 3) -> list[str]:
     return difflib.get_close_matches(word, candidates, n=n, cutoff=0.6)
 
 
-def _run_problem(inner: str, path: str, studies: dict, budget: str) -> str | None:
+def _study_problem(path: str, study: str, studies: dict, budget: str, study_files: list[str]) -> str | None:
+    """Why a study named in a target's path makes nothing at ``budget``: it is not among the run's
+    studies, or its file has no entry for the budget; None where it does, or is no study at all."""
+    if study in studies and budget not in studies[study]["budgets"]:
+        return (f"{path}: study {study} has no budget {budget} (its budgets: "
+                f"{', '.join(studies[study]['budgets'])}; config/studies/{study}.yaml)")
+    if study not in studies and study in study_files:
+        return (f"{path}: study {study} is not among this run's studies ({', '.join(studies)}); add it to "
+                f"`studies` (config/config.yaml, or --config studies=[{','.join([*studies, study])}])")
+    return None
+
+
+def _run_problem(inner: str, path: str, studies: dict, budget: str, study_files: list[str]) -> str | None:
     """What is wrong with a run folder's file ``inner`` (``runs/...``) of ``budget``, or None."""
     match = RUN_PATH.fullmatch(inner)
     if match is None:
@@ -105,7 +117,8 @@ def _run_problem(inner: str, path: str, studies: dict, budget: str) -> str | Non
     study_name, corpus, model, file = match.group("study", "corpus", "model", "file")
     if study_name not in studies or budget not in studies[study_name]["budgets"]:
         known = [name for name, study in studies.items() if budget in study["budgets"]]
-        return f"{path}: no study {study_name!r} at budget {budget} (studies: {', '.join(known)})"
+        return (_study_problem(path, study_name, studies, budget, study_files)
+                or f"{path}: no study {study_name!r} at budget {budget} (studies: {', '.join(known)})")
     study, config = studies[study_name], {"budget": budget}
     keys = sorted({grid.data_key(study, config, dataset) for artifact in grid.artifacts(study, config)
                    for dataset in grid.artifact_spec(study, {**config, "seeds": [0]}, artifact).get("datasets", [])})
@@ -125,12 +138,13 @@ def _run_problem(inner: str, path: str, studies: dict, budget: str) -> str | Non
 
 
 def problems(targets: list[str], studies: dict, budget: str, budgets: list[str], rules: list[str],
-             command_for) -> list[str]:
+             command_for, study_files: list[str] = ()) -> list[str]:
     """One line per target the workflow cannot make as asked (empty when it can make them all).
 
     ``studies``: every study of the run config, whatever budgets it defines; ``budget``: the run's;
     ``budgets``: every budget there is; ``rules``: the workflow's rule names; ``command_for(targets,
-    budget)``: the command that builds those targets at that budget."""
+    budget)``: the command that builds those targets at that budget; ``study_files``: the ids of every
+    study file (config/studies/), the run's or not."""
     outputs = {b: {o.path: o for o in budget_outputs(studies, b)} for b in budgets}
     found, elsewhere = [], {}
     for target in targets:
@@ -148,13 +162,16 @@ def problems(targets: list[str], studies: dict, budget: str, budgets: list[str],
         root = grid.results_dir(owner)
         inner = path[len(root) + 1:]
         if inner.startswith("runs/"):
-            problem = _run_problem(inner, path, studies, owner)
+            problem = _run_problem(inner, path, studies, owner, list(study_files))
         elif path in outputs[owner]:
             problem = None
         elif path in omitted_outputs(studies, owner):
             study, artifact = omitted_outputs(studies, owner)[path]
             problem = (f"{target}: artifact {study}_{artifact} is not built at budget {owner} (its `omit:` in "
                        f"config/studies/{study}.yaml); other budgets build it")
+        elif (named := re.match(r"[a-z][a-z0-9]*", PurePosixPath(path).name)) and _study_problem(
+                target, named.group(0), studies, owner, list(study_files)):
+            problem = _study_problem(target, named.group(0), studies, owner, list(study_files))
         else:
             everything = [p for b in budgets for p in outputs[b]]
             near = _nearest(path, everything)

@@ -163,6 +163,7 @@ def check_the_command():
         budgets(),
         [rule.name for rule in workflow.rules],
         command_line.command_for,
+        sorted(path.stem for path in Path(workflow.basedir, "config/studies").glob("*.yaml")),
     )
     if found:
         raise WorkflowError("\n".join(found))
