@@ -115,23 +115,27 @@ def test_a_target_of_another_budget_gets_the_command_that_builds_it(monkeypatch)
     argv = ["snakemake", "-n", "--cores", "8", "results/cpu/tables/pru_table1.csv", "--config", "budget=paper",
             "data_mirror=/m"]
     assert command_line.command_for(["results/cpu/tables/pru_table1.csv"], "cpu", argv) == (
-        "snakemake -n --cores 8 results/cpu/tables/pru_table1.csv --config data_mirror=/m budget=cpu")
+        "snakemake results/cpu/tables/pru_table1.csv -n --cores 8 --config data_mirror=/m budget=cpu")
     assert command_line.command_for(["results/smoke/tables/x.csv"], "smoke", argv) == (
-        "snakemake --profile profiles/smoke -n results/smoke/tables/x.csv --config data_mirror=/m")
-    smoke = ["snakemake", "--profile", "profiles/smoke", "results/cpu/tables/x.csv", "--", "results/y.csv"]
+        "snakemake results/smoke/tables/x.csv --profile profiles/smoke -n --config data_mirror=/m")
+    smoke = ["snakemake", "--profile", "profiles/smoke", "--forcerun", "claims", "--", "results/cpu/tables/x.csv"]
     assert command_line.command_for(["results/cpu/tables/x.csv"], "cpu", smoke) == (
-        "snakemake --profile profiles/smoke results/cpu/tables/x.csv --config budget=cpu")
-    assert command_line.command_for(["a b.csv"], "cpu", ["python"]) == "snakemake --cores 2 'a b.csv' --config budget=cpu"
+        "snakemake results/cpu/tables/x.csv --profile profiles/smoke --forcerun claims --config budget=cpu")
+    assert command_line.command_for(["a b.csv"], "cpu", ["python"]) == "snakemake 'a b.csv' --cores 2 --config budget=cpu"
+    assert command_line.named_jobs(["snakemake", "--forcerun", "a", "b", "--until", "c", "--", "t"]) == {
+        "--forcerun": ["a", "b"], "--until": ["c"]}
 
 
 def test_snakemake_names_a_wrong_target_before_it_plans(project):
-    wrong = snakemake(project, "-n", "results/tables/pru_tabel1.csv", "results/smoke/tables/pru_table1.csv")
+    wrong = snakemake(project, "-n", "--forcerun", "notebook_pru_tabel1", "--", "results/tables/pru_tabel1.csv",
+                      "results/smoke/tables/pru_table1.csv")
     said = wrong.stdout + wrong.stderr
     assert wrong.returncode != 0
     assert "results/tables/pru_tabel1.csv: no rule makes it; the nearest: results/tables/pru_table1.csv" in said
     assert ("results/smoke/tables/pru_table1.csv is budget smoke's (results/smoke/), but this run's budget is paper "
-            "(whose results are in results/). Build it with: snakemake --profile profiles/smoke -n "
-            "results/smoke/tables/pru_table1.csv") in said
+            "(whose results are in results/). Build it with: snakemake results/smoke/tables/pru_table1.csv "
+            "--profile profiles/smoke -n --forcerun notebook_pru_tabel1") in said
+    assert "--forcerun notebook_pru_tabel1: no rule and no file of that name; the nearest rules: notebook_pru_table1" in said
     assert "MissingRuleException" not in said and "Building DAG" not in said
 
 

@@ -52,6 +52,19 @@ def requested_targets(argv: list[str] | None = None) -> list[str] | None:
     return None if args is None else list(args.targets or [])
 
 
+# options whose values name rules or files, like targets
+JOB_OPTIONS = {"forcerun": "--forcerun", "until": "--until", "omit_from": "--omit-from", "prioritize": "--prioritize"}
+
+
+def named_jobs(argv: list[str] | None = None) -> dict[str, list[str]]:
+    """The rules and files the command line names in --forcerun, --until, --omit-from and --prioritize."""
+    args = snakemake_arguments(argv)
+    if args is None:
+        return {}
+    return {option: sorted(getattr(args, key, None) or []) for key, option in JOB_OPTIONS.items()
+            if getattr(args, key, None)}
+
+
 def _profile_settings(profile: Path) -> dict:
     """A profile's config.yaml, or an empty dict where there is none to read."""
     try:
@@ -172,8 +185,8 @@ def configfiles(argv: list[str] | None = None) -> list[str]:
 
 
 def command_for(targets: list[str], budget: str, argv: list[str] | None = None) -> str:
-    """The command line of this process for other ``targets`` at ``budget``: its own options with its
-    targets replaced and ``budget=`` set after ``--config``; for the smoke budget, a command without a
+    """The command line of this process for other ``targets`` at ``budget``: the targets, then its own
+    options (without its targets), ``budget=`` set after ``--config``; for the smoke budget, a command without a
     profile gets profiles/smoke instead (it sets the budget and the CPU settings). Without a command
     line: ``snakemake --cores 2``."""
     argv = sys.argv if argv is None else argv
@@ -200,4 +213,5 @@ def command_for(targets: list[str], budget: str, argv: list[str] | None = None) 
                 *[word for i, word in enumerate(rest) if i not in cores and i - 1 not in cores]]
     else:
         settings.append(f"budget={budget}")
-    return shlex.join(["snakemake", *rest, *targets] + (["--config", *settings] if settings else []))
+    # targets first: an option of the command that takes a list (--forcerun A B) would take them
+    return shlex.join(["snakemake", *targets, *rest] + (["--config", *settings] if settings else []))

@@ -156,15 +156,25 @@ def check_the_command():
             f"[rnnrepro] budget {config['budget']}, {replaced}: the targets need "
             f"{len(cells)} training cells, {untrained} of them not trained yet, in {RESULTS}/runs/"
         )
-    found = targets.problems(
-        requested,
-        EVERY_BUDGETS_STUDIES,
-        config["budget"],
-        budgets(),
-        [rule.name for rule in workflow.rules],
-        command_line.command_for,
-        sorted(path.stem for path in Path(workflow.basedir, "config/studies").glob("*.yaml")),
-    )
+    study_files = [
+        path.stem for path in Path(workflow.basedir, "config/studies").glob("*.yaml")
+    ]
+
+    def problems(names):
+        rules = [rule.name for rule in workflow.rules]
+        return targets.problems(
+            names,
+            EVERY_BUDGETS_STUDIES,
+            config["budget"],
+            budgets(),
+            rules,
+            command_line.command_for,
+            study_files,
+        )
+
+    found = problems(requested)
+    for option, names in command_line.named_jobs().items():
+        found += [f"{option} {problem}" for problem in problems(names)]
     if found:
         raise WorkflowError("\n".join(found))
 
