@@ -346,6 +346,15 @@ def test_status_without_a_budget_shows_the_budgets_that_have_results(status_tree
     assert table[0].startswith("budget,study,") and {line.split(",")[0] for line in table[1:]} == {"cpu", "smoke"}
 
 
+def test_status_passes_over_a_results_folder_named_like_no_budget(status_tree):
+    (status_tree / "results/old_copy/runs").mkdir(parents=True)
+    (status_tree / "results/smoke/runs").mkdir(parents=True)
+    result = run_here(status.main, ["--study", "nlstm"])
+    assert result.returncode == 0, result.stderr
+    assert [line for line in result.stdout.splitlines() if line.startswith("budget ")] == [
+        "budget smoke (results/smoke/runs/):"]
+
+
 def test_status_read_by_a_reader_that_stops_early_ends_quietly(status_tree):
     """`python -m rnnrepro.status | head`: the reader goes away before the table is written."""
     import subprocess
@@ -393,6 +402,24 @@ def test_records_commands_name_an_unknown_budget(monkeypatch):
                     ["render", "--budget", "smok"], ["pack", "--budget", "smok"]):
         result = run_here(records.main, command)
         assert result.returncode == 1 and "--budget smok: no such budget; did you mean smoke?" in result.stderr
+
+
+def test_a_failed_unit_shows_the_error_of_the_job_that_failed(tmp_path):
+    """grow reports a unit's failure with the failing job's own last lines (they were two logs deep: the
+    unit's Snakemake log names the job's log), or the Snakemake log's where it stopped before any job."""
+    job_log = tmp_path / "logs/data/fetch_ptb.log"
+    job_log.parent.mkdir(parents=True)
+    job_log.write_text("fetching ptb\n[rnnrepro] error: data mirror '/nowhere' is neither a directory nor a URL\n")
+    unit_log = tmp_path / "unit.log"
+    unit_log.write_text(f"Error in rule fetch_dataset:\n    jobid: 3\n    log: {job_log} (check log file(s) for error "
+                        "details)\n    shell:\n        python -m rnnrepro.data fetch ptb\nWorkflowError:\nAt least one "
+                        "job did not complete successfully.\n")
+    said = records.why_it_failed(unit_log)
+    assert said == f"\n  {job_log}:\n    fetching ptb\n    [rnnrepro] error: data mirror '/nowhere' is neither a " \
+                   "directory nor a URL"
+    unit_log.write_text('WorkflowError in file x:\nthe command line (--config foo=1) is invalid:\n  File "x", line 3\n')
+    assert records.why_it_failed(unit_log).endswith("the command line (--config foo=1) is invalid:")
+    assert records.why_it_failed(tmp_path / "no.log") == ""
 
 
 def test_records_list_advises_a_damaged_record_in_records_own_terms(tmp_path, monkeypatch):

@@ -127,3 +127,10 @@ def test_make_clean_removes_one_budget_and_says_what(spaced_project, tmp_path):
     assert left() == sorted(tree[4:6] + tree[9:])  # the cpu budget, the real corpora, records, the side-by-side
     again = make(spaced_project, "clean", "BUDGET=paper", f"PYTHON3={sys.executable}", calls=tmp_path / "calls.txt")
     assert "budget paper: nothing to remove (budgets with results here: cpu" in again.stdout
+    # a folder of the default budget's tree is no budget: `BUDGET=runs` would be results/runs
+    (spaced_project / "results/runs/x").mkdir(parents=True)
+    for name in ("runs", "tables", "../results", ""):
+        refused = make(spaced_project, "clean", f"BUDGET={name}", f"PYTHON3={sys.executable}",
+                       calls=tmp_path / "calls.txt")
+        assert refused.returncode != 0 and "is not a budget name" in refused.stderr, name
+    assert (spaced_project / "results/runs/x").is_dir()

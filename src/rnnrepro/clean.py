@@ -16,7 +16,7 @@ import shutil
 import sys
 from pathlib import Path
 
-from .layout import DEFAULT_BUDGET, SMOKE, budget_owned_paths, budgets_with_results
+from .layout import DEFAULT_BUDGET, RESERVED_NAMES, SMOKE, budget_owned_paths, budgets_with_results
 
 SYNTHETIC = ("data/raw/synth_*", "data/processed/synth_*")
 
@@ -42,8 +42,10 @@ def main(argv: list[str] | None = None) -> int:
                              "and logs/ without the other budgets' folders)")
     parser.add_argument("--dry-run", action="store_true", help="only say what would be removed")
     args = parser.parse_args(argv)
-    if not args.budget or "/" in args.budget or args.budget.startswith("."):
-        print(f"[rnnrepro] error: {args.budget!r} is not a budget name", file=sys.stderr)
+    if not args.budget or "/" in args.budget or args.budget.startswith(".") or args.budget in RESERVED_NAMES:
+        # a folder of the default budget's tree (runs, tables, ...) is not a budget of its own
+        print(f"[rnnrepro] error: {args.budget!r} is not a budget name (give one like smoke, cpu or paper)",
+              file=sys.stderr)
         return 1
     paths = doomed(args.budget)
     others = [b for b in budgets_with_results() if b != args.budget]

@@ -25,19 +25,26 @@ from __future__ import annotations
 import dataclasses
 import itertools
 from dataclasses import dataclass
+from pathlib import Path
 
 from . import precision
-from .configuration import ConfigError, merged
+from . import layout
+from .configuration import ConfigError, budgets, merged
 from .data.registry import DATASETS
 
 # The results and logs of each budget (results/ for the default budget, paper; results/<budget>/ for
 # every other one) are rnnrepro.layout's, re-exported here, where the workflow and the tools look.
 from .layout import (  # noqa: F401
-    DEFAULT_BUDGET, LOGS, RESERVED_NAMES, RESULTS, SMOKE, budgets_with_results, earlier_layout, logs_dir, results_dir,
-    runs_dir)
+    DEFAULT_BUDGET, LOGS, RESERVED_NAMES, RESULTS, SMOKE, earlier_layout, logs_dir, results_dir, runs_dir)
 from .sizing import hidden_size_for_budget
 
 PROCESSED = "data/processed"
+
+
+def budgets_with_results(root: Path = Path(".")) -> list[str]:
+    """The budgets with a results tree under ``root``, the default budget first (a folder of results/
+    named like no budget, a copy or a leftover, is not one)."""
+    return [budget for budget in layout.budgets_with_results(root) if budget in budgets()]
 
 
 @dataclass(frozen=True)

@@ -47,6 +47,7 @@ import fnmatch
 import hashlib
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -442,7 +443,7 @@ class Grower:
             code = subprocess.run(self.snakemake(targets, max(self.args.jobs * self.args.threads, 1)),
                                   stdout=out, stderr=subprocess.STDOUT).returncode
         if code != 0:
-            self.say(f"error: preparing the data failed (exit {code}); see {log}")
+            self.say(f"error: preparing the data failed (exit {code}); see {log}{why_it_failed(log)}")
         return code == 0
 
     def next_unit(self) -> Unit | None:
@@ -494,7 +495,7 @@ class Grower:
                     self.say(f"stopped at the deadline: {unit.name} (a later grow resumes it); see {log}")
                 else:
                     self.failed.append(unit.name)
-                    self.say(f"failed (exit {code}): {unit.name}; see {log}")
+                    self.say(f"failed (exit {code}): {unit.name}; see {log}{why_it_failed(log)}")
                 continue
             written = self.record(unit, self.args.records)
             summary = self.summary(unit)
@@ -532,6 +533,30 @@ class Grower:
                     worker.join()
                 break
             time.sleep(2)
+
+
+FAILED_JOB_LOG = re.compile(r"^\s*log: (.+?) \(check log file\(s\) for error details\)", re.M)
+
+
+def why_it_failed(snakemake_log: Path, lines: int = 4) -> str:
+    """The last lines of the logs of the jobs that failed in a Snakemake run (its own log names them), or
+    of the run's log where no job ran (it stopped while planning): shown where the failure is reported,
+    so that the error itself is one look away, not two logs deep."""
+    try:
+        text = snakemake_log.read_text(errors="replace")
+    except OSError:
+        return ""
+    parts = []
+    for job_log in dict.fromkeys(FAILED_JOB_LOG.findall(text)):
+        try:
+            tail = [line for line in Path(job_log).read_text(errors="replace").splitlines() if line.strip()][-lines:]
+        except OSError:
+            continue
+        parts.append(f"{job_log}:\n    " + "\n    ".join(tail))
+    if not parts:
+        tail = [line for line in text.splitlines() if line.strip() and not line.startswith("  File ")][-lines:]
+        parts = ["\n    ".join(tail)] if tail else []
+    return "".join(f"\n  {part}" for part in parts)
 
 
 def selected(found: list[Unit], patterns: list[str] | None) -> list[Unit]:
