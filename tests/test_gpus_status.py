@@ -407,7 +407,7 @@ def test_status_of_one_artifact_lists_its_cells(results_tree):
     assert [(r["model"], int(r["seed"])) for r in rows] == sorted((c.model, c.seed) for c in expected)
     bad = subprocess.run([sys.executable, "-m", "rnnrepro.status", "--artifact", "pru_tabel1"], cwd=results_tree,
                          capture_output=True, text=True, timeout=120)
-    assert bad.returncode == 1 and "--artifact pru_tabel1: study 'pru' has no artifact 'tabel1'" in bad.stderr
+    assert bad.returncode == 1 and "--artifact pru_tabel1: no such artifact; the nearest: pru_table1" in bad.stderr
 
 
 def test_a_running_cell_whose_process_is_gone_is_interrupted(tmp_path):
