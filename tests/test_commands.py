@@ -189,7 +189,7 @@ def test_the_replaced_budget_is_said_in_one_line_with_the_jobs_it_plans(project)
 # which are relative and made of ids (their commands are kept as they were: a changed command reruns the
 # job and every cell trained on its output).
 UNQUOTED = {"wildcards.dataset", "wildcards.fraction", "wildcards.evaluation", "params.study", "params.artifact",
-            "params.tokenizer", "threads", "config[trust_unverified_downloads]"}
+            "params.tokenizer", "threads"}
 DATA_RULES = {"prepare_dataset": {"input", "log"}, "fraction_subset": {"input", "output", "log"},
               "prepare_text8style": {"input", "log"}, "prepare_autocomplete": {"params.source", "log"}}
 
@@ -224,6 +224,20 @@ def test_every_path_in_the_rules_commands_is_quoted():
             name, quoted = placeholder
             allowed = UNQUOTED | DATA_RULES.get(rule, set())
             assert quoted or name in allowed, f"rule {rule}: {{{name}}} is not quoted (write {{{name}:q}})"
+
+
+def test_fetch_takes_the_trust_switch_from_the_environment_the_workflow_sets(monkeypatch):
+    """The workflow hands trust_unverified_downloads to the fetch job through RNNREPRO_TRUST_UNVERIFIED
+    (a changed command or param would refetch and retrain)."""
+    from rnnrepro.data.__main__ import _parser
+
+    monkeypatch.delenv("RNNREPRO_TRUST_UNVERIFIED", raising=False)
+    assert not _parser().parse_args(["fetch", "ptb", "--dest", "d"]).trust_unverified
+    monkeypatch.setenv("RNNREPRO_TRUST_UNVERIFIED", "1")
+    assert _parser().parse_args(["fetch", "ptb", "--dest", "d"]).trust_unverified
+    common = (REPO_ROOT / "workflow/rules/common.smk").read_text()
+    source = common[common.index("DATA_SOURCE = "):common.index("shell.prefix(")]
+    assert "TRUST_ENV}=1" in source and 'config["trust_unverified_downloads"]' in source
 
 
 # --- a YAML mistake ------------------------------------------------------------------------------------------
@@ -327,6 +341,8 @@ def test_status_names_an_unknown_budget_and_artifact(status_tree):
     assert "--study" not in result.stderr and "pru_table1" in result.stderr  # the artifacts there are
     result = run_here(status.main, ["--artifact", "pru_tabel1", "--budget", "smoke"])
     assert "--artifact pru_tabel1: no such artifact; the nearest: pru_table1" in result.stderr
+    result = run_here(status.main, ["--artifact", "nlstm_test", "--budget", "cpu_wide"])
+    assert result.returncode == 1 and "--artifact nlstm_test: study nlstm has no budget cpu_wide" in result.stderr
     result = run_here(status.main, ["--artifact", "pru_table1", "--budget", "smoke", "--format", "csv"])
     assert result.returncode == 0 and len(result.stdout.splitlines()) == 1 + len(
         grid.artifact_cells(load_study("pru"), {"budget": "smoke", "seeds": [1111]}, "table1"))

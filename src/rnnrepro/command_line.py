@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import os
 import shlex
 import sys
 from functools import lru_cache
@@ -26,7 +27,8 @@ def is_snakemake(argv: list[str]) -> bool:
 
 
 @lru_cache(maxsize=4)
-def _parsed(argv: tuple[str, ...]):
+def _parsed(argv: tuple[str, ...], folder: str):
+    """Snakemake's reading of ``argv`` in ``folder`` (the profiles are found from the working folder)."""
     from snakemake.cli import parse_args
 
     try:
@@ -43,7 +45,7 @@ def snakemake_arguments(argv: list[str] | None = None):
     argv = sys.argv if argv is None else argv
     if not is_snakemake(argv):
         return None
-    return _parsed(tuple(argv[1:]))
+    return _parsed(tuple(argv[1:]), os.getcwd())
 
 
 def requested_targets(argv: list[str] | None = None) -> list[str] | None:

@@ -232,6 +232,9 @@ def collect(root: Path, study_filter: list[str] | None = None, budget: str | Non
     if artifact:
         study_name, name = artifact_named(artifact, studies)
         studies = {study_name: studies[study_name]}
+        if config["budget"] not in studies[study_name]["budgets"]:
+            raise ConfigError(f"--artifact {artifact}: study {study_name} has no budget {config['budget']} (its "
+                              f"budgets: {', '.join(studies[study_name]['budgets'])}; config/studies/{study_name}.yaml)")
         cells = grid.artifact_cells(studies[study_name], config, name)
     else:
         cells = list(dict.fromkeys(grid_cells(config, studies) + cells_on_disk(root, names, config["budget"])))

@@ -20,6 +20,7 @@ from rnnrepro.slurm import command_line_executor, slurm_problem
 from rnnrepro.analysis.claims import check_claims
 from rnnrepro.data.autocomplete import AUTOCOMPLETE_DATASETS
 from rnnrepro.data.registry import DATASETS
+from rnnrepro.data.transfer import MIRROR_ENV, TRUST_ENV
 from rnnrepro.data.text8style import TEXT8STYLE_DATASETS
 from rnnrepro.evaluation.plan import (
     artifact_evaluation_files,
@@ -129,9 +130,16 @@ INTERPRETER = (
     if USES_CONDA or not sys.executable
     else f'export PATH={shell_word(Path(sys.executable).parent)}:"$PATH"; '
 )
+# Where data may come from (data.smk's fetch): set only where the config sets it, so that an empty
+# data_mirror leaves the environment's RNNREPRO_DATA_MIRROR in force.
+DATA_SOURCE = (
+    f"export {MIRROR_ENV}={shell_word(config['data_mirror'])}; "
+    if config["data_mirror"]
+    else ""
+) + (f"export {TRUST_ENV}=1; " if config["trust_unverified_downloads"] else "")
 shell.prefix(
     f"set -euo pipefail; export PYTHONPATH={shell_word(SRC)}:${{{{PYTHONPATH:-}}}}; "
-    f"export {DEVICE_ENV}={config['device']}; {INTERPRETER}"
+    f"export {DEVICE_ENV}={config['device']}; {DATA_SOURCE}{INTERPRETER}"
 )
 
 

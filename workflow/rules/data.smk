@@ -5,9 +5,10 @@
 # layout and checks: docs/data.md.
 
 
-# The mirror and the trust switch are read from the config when the job runs (placeholders of the
-# command, not rule params): a changed param reruns the job and everything downstream, but where a
-# checked file came from does not change it. Beside the raw file the job writes <file>.fetch.json (its
+# The mirror and the trust switch reach the job through its environment (RNNREPRO_DATA_MIRROR,
+# RNNREPRO_TRUST_UNVERIFIED, set by the shell prefix in common.smk), not as rule params or in its
+# command: Snakemake reruns a job whose params or command changed, and everything downstream, but where
+# a checked file came from does not change it. Beside the raw file the job writes <file>.fetch.json (its
 # sha256), which prepare checks.
 # The paths of the data rules are relative and made of ids (dataset ids, the registry's file names), so
 # a project folder whose path has a space splits none of them; the preparing rules keep their commands
@@ -24,7 +25,6 @@ rule fetch_dataset:
         ENV
     shell:
         "python -m rnnrepro.data fetch {wildcards.dataset} --dest data/raw/{wildcards.dataset} "
-        "--mirror={config[data_mirror]:q} --trust-unverified={config[trust_unverified_downloads]} "
         "> {log:q} 2>&1"
 
 
