@@ -94,6 +94,7 @@ def test_targets_the_workflow_makes_pass(studies):
     ("results/runs/prx/ptb/lstm_m1000/frac100/seed1111/metrics.json", "paper", "no study 'prx' at budget paper"),
     ("results/cpu/tables/pru_table3.csv", "cpu", "artifact pru_table3 is not built at budget cpu (its `omit:`"),
     ("alll", "paper", "alll: no rule and no file of that name; the nearest rules: all"),
+    ("results/claims_by_budget.png", "paper", "drawn by `python -m rnnrepro.records render --budget <budget>"),
     ("results/cpu_wide/tables/nlstm_test.csv", "cpu_wide", "study nlstm has no budget cpu_wide (its budgets: "),
     ("results/cpu_wide/runs/nlstm/x/m/frac100/seed1/metrics.json", "cpu_wide", "study nlstm has no budget cpu_wide"),
     (f"{Path.cwd()}/results/tables/pru_table1.csv", "paper", "give the target relative to the project folder"),

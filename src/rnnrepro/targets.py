@@ -16,7 +16,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
-from . import grid
+from . import grid, layout
 from .evaluation.plan import evaluation_names
 
 RUN_FILES = ("config.json", "history.csv", "metrics.json", "model.pt")
@@ -165,6 +165,9 @@ def problems(targets: list[str], studies: dict, budget: str, budgets: list[str],
             problem = _run_problem(inner, path, studies, owner, list(study_files))
         elif path in outputs[owner]:
             problem = None
+        elif path in {f"{grid.RESULTS}/{name}" for name in layout.BY_BUDGET}:
+            problem = (f"{target}: every budget's verdicts side by side are drawn by `python -m rnnrepro.records "
+                       f"render --budget <budget> ...`, from the scorecards there are, not by a rule")
         elif path in omitted_outputs(studies, owner):
             study, artifact = omitted_outputs(studies, owner)[path]
             problem = (f"{target}: artifact {study}_{artifact} is not built at budget {owner} (its `omit:` in "
