@@ -43,9 +43,9 @@ for _study in STUDIES:
                     STUDIES[_study], config, _artifact, Path(workflow.basedir)
                 ),
             shell:
-                "python -m rnnrepro.analysis.run_notebook {input.notebook} {output.notebook} "
+                "python -m rnnrepro.analysis.run_notebook {input.notebook:q} {output.notebook:q} "
                 "--study {params.study} --artifact {params.artifact} --metrics {input.metrics:q} "
-                "--tables {output.tables:q} --figures {output.figures:q} > {log} 2>&1"
+                "--tables {output.tables:q} --figures {output.figures:q} > {log:q} 2>&1"
 
 
 # The claims scorecard (docs/claims.md): every study's claims against every study's tables, so it is
@@ -88,6 +88,6 @@ rule claims:
             }
         ),
     shell:
-        "python -m rnnrepro.analysis.claims {input.notebook} {output.notebook} "
+        "python -m rnnrepro.analysis.claims {input.notebook:q} {output.notebook:q} "
         "--run-config {params.run_config:q} --tables-in {input.tables:q} "
-        "--table {output.table} --figure {output.figure} > {log} 2>&1"
+        "--table {output.table:q} --figure {output.figure:q} > {log:q} 2>&1"
