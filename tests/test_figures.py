@@ -131,3 +131,17 @@ def test_the_mean_over_seeds_covers_the_epochs_every_seed_reached():
     mean = plotting.mean_curve(lstm, "epoch", "val_ppl")
     assert mean["epoch"].tolist() == [1, 2, 3, 4, 5]  # the shortest run has 5 epochs
     assert mean["val_ppl"].iloc[0] == pytest.approx(lstm.loc[lstm["epoch"] == 1, "val_ppl"].mean())
+
+
+@pytest.mark.parametrize("low, high, expected", [(190, 1500, ["200", "300", "500", "700", "1000", "1500"]),
+                                                 (78.5, 85.1, ["78", "80", "82", "84", "86"])])
+def test_a_log_axis_is_labelled_with_plain_numbers_however_narrow_its_range(low, high, expected):
+    fig, ax = plt.subplots()
+    try:
+        ax.plot([1, 2], [low, high])
+        plotting.plain_log_axis(ax, "y", [low, high])
+        fig.canvas.draw()
+        assert [t.get_text() for t in ax.get_yticklabels()] == expected
+        assert [t.get_text() for t in ax.get_yticklabels(minor=True) if t.get_text()] == []
+    finally:
+        plt.close(fig)

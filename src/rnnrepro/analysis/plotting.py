@@ -25,7 +25,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 from matplotlib.lines import Line2D
-from matplotlib.ticker import FixedLocator, FuncFormatter, NullLocator
+from matplotlib.ticker import FixedLocator, FuncFormatter, MaxNLocator, NullLocator
 
 # cell id -> the name papers use
 CELL_WORDS = {"lstm": "LSTM", "lstm_single_bias": "LSTM", "gru": "GRU", "gru_single_bias": "GRU", "pru": "PRU",
@@ -329,6 +329,8 @@ def plain_log_axis(ax, axis: str = "y", values=()) -> None:
         ticks = [m * 10.0 ** k for k in range(math.floor(math.log10(low)), math.ceil(math.log10(high)) + 1)
                  for m in (1, 1.5, 2, 3, 5, 7)]
         ticks = [t for t in ticks if low / 1.1 <= t <= high * 1.1]
+        if len(ticks) < 3:  # a narrow range (78 to 85): evenly spaced round numbers instead
+            ticks = [t for t in MaxNLocator(5, steps=[1, 2, 5, 10]).tick_values(low, high) if t > 0]
         target.set_major_locator(FixedLocator(ticks))
     target.set_minor_locator(NullLocator())
     target.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))

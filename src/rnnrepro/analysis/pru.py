@@ -226,6 +226,7 @@ def fig1_figure(histories: pd.DataFrame, names: dict[str, str]):
     every run, one line per seed in the model's colour, each run's end marked (:mod:`.plotting`)."""
     import matplotlib.pyplot as plt
     import seaborn as sns
+    from matplotlib.ticker import MaxNLocator
 
     from .plotting import CELL_WORDS, end_marker_legend, plain_log_axis, seed_curves
 
@@ -241,6 +242,7 @@ def fig1_figure(histories: pd.DataFrame, names: dict[str, str]):
             seed_curves(ax, mine, "epoch", "val_ppl", colour, "--")
         ax.set(xlabel="epoch", ylabel="perplexity (log scale)", title=CELL_WORDS.get(cell, cell))
         plain_log_axis(ax, "y", histories[["train_ppl", "val_ppl"]].to_numpy().ravel())
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
         ax.grid(color="0.93")
         styles = [plt.Line2D([], [], color="0.3", linestyle="-", label="training"),
                   plt.Line2D([], [], color="0.3", linestyle="--", label="validation")]
