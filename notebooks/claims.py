@@ -36,8 +36,9 @@ import os
 import matplotlib.pyplot as plt
 import pandas as pd
 
-from rnnrepro.analysis.claims import (COUNTED, HELD, INCONCLUSIVE, NOT_HELD, NOT_TESTABLE, NOT_TESTED,
-                                      beside_other_scales, evaluate, other_scale_files, read_scorecard)
+from rnnrepro.analysis.claims import (COUNTED, HELD, INCONCLUSIVE, NOT_HELD, NOT_TESTABLE, NOT_TESTED, NOT_YET_RUN,
+                                      beside_other_scales, evaluate, other_scale_files, other_scales,
+                                      read_scorecard)
 from rnnrepro.analysis.notebook import save, save_figure
 from rnnrepro.analysis.run_endings import run_endings
 from rnnrepro.configuration import load_study
@@ -109,7 +110,7 @@ for study, figure in zip(studies, figures[1:]):
     for ax in axes.flat[len(panels):]:
         ax.axis("off")
     if not panels:
-        scales = ", ".join([budget, *scale_files])
+        scales = ", ".join([budget, *other_scales(studies[study], budget)])
         axes[0][0].text(0.5, 0.5, f"no claim of {study} has an effect measured over seeds at {scales}",
                         ha="center", va="center", wrap=True)
     for ax, claim in zip(axes.flat, panels):
@@ -133,5 +134,9 @@ for study, figure in zip(studies, figures[1:]):
         ax.set_ylabel(f"difference in {claim_pairs['value'].iloc[0]}")
         ax.set_title(claim, fontsize=8)
         ax.legend(fontsize=6)
-    fig.suptitle(f"{study}: effect against parameters ({', '.join([budget, *scale_files])}, paper)")
+    mine_scales = other_scales(studies[study], budget)
+    waiting = [name for name in mine_scales if not os.path.exists(scale_files[name]["effects"])]
+    shown = [budget, *(name for name in mine_scales if name not in waiting), "paper"]
+    fig.suptitle(f"{study}: effect against parameters ({', '.join(shown)}"
+                 + (f"; {', '.join(waiting)}: {NOT_YET_RUN}" if waiting else "") + ")")
     save_figure(fig, figure)

@@ -845,3 +845,12 @@ def test_readme_check_fails_when_the_section_differs(tmp_path, monkeypatch):
     readme.write_text("# no markers\n")
     with pytest.raises(ValueError, match="needs exactly one pair of scorecard markers"):
         update(readme, ["cpu"], check=True)
+
+
+def test_readme_section_shows_the_other_scales_effect():
+    from rnnrepro.readme_scorecard import section
+
+    card = readme_card("cpu")
+    card.loc[0, ["other_scale_verdict", "other_scale_difference", "other_scale_interval"]] = [
+        HELD, "-0.05", "[-0.07, -0.03]"]
+    assert "| held | fragile | cpu_wide: held, -0.05 [-0.07, -0.03] |" in section({"cpu": card})

@@ -4,7 +4,8 @@
 (:data:`BEGIN`, :data:`END`) with :func:`section`: a count of the scorecard's rows with a verdict from real
 data per budget, then one table row per such verdict (exact parameter counts aside, counted in a line),
 each with the paper's numbers and ours, the effect (ours and the paper's), its 90 % interval, the
-verdict, the flags and, where the study has one, the verdict at the budget's other scale. It reads
+verdict, the flags and, where the study has one, the verdict, effect and interval at the budget's
+other scale. It reads
 ``<results>/tables/claims.csv`` of every recorded budget (``records/<budget>``) that is not another
 scale of one (those are shown beside theirs). ``--check`` writes nothing and fails when the README
 differs; the test suite runs it on the repository's records.
@@ -67,7 +68,9 @@ def section(cards: dict[str, pd.DataFrame]) -> str:
                      row.verdict, _cell(row.flags)]
             if with_other:
                 other = _cell(row.other_scale)
-                cells.append(f"{other}: {_cell(row.other_scale_verdict)}" if other else "")
+                effect = " ".join(t for t in (_cell(row.other_scale_difference), _cell(row.other_scale_interval)) if t)
+                cells.append(f"{other}: {_cell(row.other_scale_verdict)}" + (f", {effect}" if effect else "")
+                             if other else "")
             lines.append("| " + " | ".join(_cell(c) for c in cells) + " |")
     lines.append("")
     decided = ", ".join(f"{len(rows)} at `{budget}`" for budget, rows in counted.items())
