@@ -437,7 +437,7 @@ def _runs_behind(runs: pd.DataFrame | None, study: dict, artifact: str, table: p
     matched = table.loc[_matches(table, selector)]
     mine = runs[(runs["study"] == study["study"]) & (runs["artifact"] == artifact)
                 & runs["behind"].isin(matched["model"].astype(str))]
-    if "dataset" in matched.columns:
+    if "dataset" in matched.columns:  # a row pooled over datasets (`all`: LRU convergence) rests on them all
         mine = mine[mine["dataset"].isin(matched["dataset"].astype(str)) | (matched["dataset"] == "all").any()]
     if "seed" in matched.columns and matched["seed"].notna().all():
         mine = mine[mine["seed"].isin(matched["seed"])]
