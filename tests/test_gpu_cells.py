@@ -331,7 +331,8 @@ def test_cuda_nested_lstm_split_product_matches_mm_at_the_awd_shape():
 @needs_cuda
 @needs_triton
 @pytest.mark.parametrize("depth", [2, 3])
-@pytest.mark.parametrize("fast_paths", [{}, {"triton_products": False}, {"graphs": False}],
+@pytest.mark.parametrize("fast_paths", [{"triton_products": True}, {"triton_products": False},
+                                        {"triton_products": True, "graphs": False}],
                          ids=["split-k products+graphs", "cublas products+graphs", "split-k products, no graphs"])
 def test_cuda_nested_lstm_fused_steps_match_eager_gpu_loop(depth, fast_paths):
     """The fused Nested LSTM (Triton steps; split-K or cuBLAS products; captured or not) against its eager

@@ -9,9 +9,9 @@ step is a few element-wise operators and at most one small product). Two remedie
   LSTM gating, the single-bias GRU (and the LRU family), RHN and the Nested LSTM. Used for CUDA
   float32/float64 tensors when Triton is importable (CUDA builds of torch ship it; CPU builds do not,
   so it is imported lazily).
-- ``triton_products`` (with ``kernels``): the Nested LSTM's step products, float32 and batches up to 64,
-  through a Triton split-K kernel instead of cuBLAS (whose few thread blocks walk all of K at these
-  shapes); off, its fused steps keep cuBLAS's products.
+- ``triton_products`` (with ``kernels``; off by default, measured slower): the Nested LSTM's step
+  products, float32 and batches up to 64, through a Triton split-K kernel instead of cuBLAS (whose few
+  thread blocks walk all of K at these shapes); off, its fused steps keep cuBLAS's products.
 - ``graphs``: :func:`captured` replays a cell's whole time loop (forward or hand-written backward) as
   one CUDA graph, captured once per shape (BPTT lengths vary, so one graph per length). Cells whose
   loop autograd records (PRU) use :func:`graphed`, which captures the loop's forward and autograd's
@@ -34,7 +34,9 @@ from typing import Callable
 
 import torch
 
-_SETTINGS = {"kernels": True, "graphs": True, "triton_products": True, "cpu_kernels": False}
+# triton_products is off: on an H200 the split-K products made the Nested LSTM's step slower at the AWD
+# shape (3.37x cuDNN's LSTM, against 2.90x for its eager loop in a graph; docs/gpu.md).
+_SETTINGS = {"kernels": True, "graphs": True, "triton_products": False, "cpu_kernels": False}
 
 #: most captured loops kept per process (each holds its own static buffers: a few MB at the AWD shape)
 GRAPH_CACHE_SIZE = 256
