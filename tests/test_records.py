@@ -240,8 +240,9 @@ def test_records_name_the_commit_that_made_them(tmp_path, monkeypatch):
     assert records.uncommitted_changes() == []
     (tmp_path / "code.py").write_text("x = 2\n")
     assert records.uncommitted_changes() == ["code.py"]
-    monkeypatch.setattr(records, "_load", lambda budget, config, studies: ({"budget": budget}, {}))
-    args = argparse.Namespace(budget="cpu", run_config=None, study=None, commit=False, records=tmp_path / "records")
+    monkeypatch.setattr(records, "_load", lambda budget, *rest: ({"budget": budget}, {}))
+    args = argparse.Namespace(budget="cpu", run_config=None, study=None, commit=False, records=tmp_path / "records",
+                              config=[])
     with pytest.raises(RuntimeError, match=r"uncommitted changes \(code.py\): a record must name the commit"):
         records.grow(args)
     monkeypatch.setenv("RNNREPRO_GIT_SHA", "4567def")

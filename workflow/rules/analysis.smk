@@ -43,9 +43,9 @@ for _study in STUDIES:
                     STUDIES[_study], config, _artifact, Path(workflow.basedir)
                 ),
             shell:
-                "python -m rnnrepro.analysis.run_notebook {input.notebook} {output.notebook} "
+                "python -m rnnrepro.analysis.run_notebook {input.notebook:q} {output.notebook:q} "
                 "--study {params.study} --artifact {params.artifact} --metrics {input.metrics:q} "
-                "--tables {output.tables:q} --figures {output.figures:q} > {log} 2>&1"
+                "--tables {output.tables:q} --figures {output.figures:q} > {log:q} 2>&1"
 
 
 # The claims scorecard (docs/claims.md): every study's claims against every study's tables, so it is
@@ -104,6 +104,6 @@ rule claims:
     # The scorecard of this budget's other scale (cpu_wide beside cpu), where it exists, is read
     # beside this one's but is not an input: building it would train that scale's grid.
     shell:
-        "python -m rnnrepro.analysis.claims {input.notebook} {output.notebook} "
+        "python -m rnnrepro.analysis.claims {input.notebook:q} {output.notebook:q} "
         "--run-config {params.run_config:q} --tables-in {input.tables:q} "
-        "--tables {output.tables:q} --figures {output.figures:q} > {log} 2>&1"
+        "--tables {output.tables:q} --figures {output.figures:q} > {log:q} 2>&1"

@@ -6,7 +6,8 @@
 The executed notebook is written to OUTPUT. Every metrics.json it is given is checked first
 (rnnrepro.analysis.run_files): a damaged one stops the run with an error naming its run folder, before
 any notebook cell runs. If a cell fails, the executed notebook (with the traceback) is kept in
-``logs/notebooks/<notebook>.failed.ipynb`` — Snakemake removes the declared outputs of a failed job —
+``<logs>/notebooks/<notebook>.failed.ipynb``, in the logs of the budget whose results tree OUTPUT is in
+(rnnrepro.layout) — Snakemake removes the declared outputs of a failed job —
 and the error names the notebook, the failing cell and where to look; the next successful run removes
 it. Training results are never touched, so a fixed notebook reruns in seconds.
 
@@ -30,6 +31,7 @@ import jupytext
 import nbformat
 import papermill
 
+from .. import layout
 from ..configuration import load_study
 from .run_files import check_metrics_files
 
@@ -52,9 +54,14 @@ def parse_args(argv=None) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
-def failed_copy(notebook: Path) -> Path:
-    """Where the executed notebook of a failed run is kept."""
-    return FAILED_DIR / f"{notebook.stem}.failed.ipynb"
+def failed_copy(notebook: Path, output: Path | None = None) -> Path:
+    """Where the executed notebook of a failed run is kept: beside the notebook logs of the budget whose
+    results tree ``output`` is in (results/smoke/notebooks/x.ipynb: logs/smoke/notebooks/), else in
+    FAILED_DIR."""
+    folder = FAILED_DIR
+    if output is not None and not output.is_absolute() and output.parts[:1] == (layout.RESULTS,):
+        folder = Path(layout.LOGS, *output.parent.parts[1:])
+    return folder / f"{notebook.stem}.failed.ipynb"
 
 
 def execute(source: Path, executed: Path, parameters: dict) -> None:
@@ -90,7 +97,7 @@ def run(notebook: Path, output: Path, parameters: dict) -> None:
         try:
             execute(source, executed, parameters)
         except papermill.PapermillExecutionError as e:
-            kept = failed_copy(notebook)
+            kept = failed_copy(notebook, output)
             kept.parent.mkdir(parents=True, exist_ok=True)
             shutil.copy(executed, kept)
             raise RuntimeError(
@@ -98,7 +105,7 @@ def run(notebook: Path, output: Path, parameters: dict) -> None:
                 f"The executed notebook with the traceback is kept at {kept}. Training results are "
                 f"untouched: fix the notebook (or its inputs) and rerun the same target.") from None
         shutil.move(executed, output)
-    failed_copy(notebook).unlink(missing_ok=True)  # a failure's record, now stale
+    failed_copy(notebook, output).unlink(missing_ok=True)  # a failure's record, now stale
     missing = [p for p in parameters["tables"] + parameters["figures"] if not Path(p).exists()]
     if missing:
         raise RuntimeError(f"notebook {notebook} ran but did not write {', '.join(missing)}")
