@@ -832,8 +832,8 @@ def test_readme_check_fails_when_the_section_differs(tmp_path, monkeypatch):
     from rnnrepro.readme_scorecard import BEGIN, END, section, update
 
     monkeypatch.chdir(tmp_path)
-    (tmp_path / "results/cpu/tables").mkdir(parents=True)
-    readme_card("cpu").to_csv(tmp_path / "results/cpu/tables/claims.csv", index=False)
+    (tmp_path / grid.results_dir("cpu") / "tables").mkdir(parents=True)
+    readme_card("cpu").to_csv(tmp_path / grid.results_dir("cpu") / "tables/claims.csv", index=False)
     readme = tmp_path / "README.md"
     readme.write_text(f"# title\n\n{BEGIN}\nold numbers\n{END}\n\nafter\n")
     fresh, message = update(readme, ["cpu"], check=True)
