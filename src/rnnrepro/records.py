@@ -59,6 +59,7 @@ from pathlib import Path
 
 from . import grid, layout
 from .analysis.claims import is_synthetic
+from .analysis.claims import outputs as claims_outputs
 from .configuration import ConfigError, check_budget, load_run_config, load_study, load_yaml, schema_problems
 from .evaluation.plan import artifact_evaluation_files
 from .runtime import GIT_SHA_ENV
@@ -441,11 +442,12 @@ def render(budget: str, records: Path = RECORDS, config_file: Path = Path("confi
                                for t in item.tables})
     for path in (f"{root}/tables", f"{root}/figures"):
         Path(path).mkdir(parents=True, exist_ok=True)
+    files = claims_outputs(root, list(studies))
     scorecard = {"run_config": {"budget": budget, "seeds": config["seeds"], "studies": list(studies)},
                  "table_files": [str(Path(t).resolve()) for t in tables],
                  "unrendered": unrendered,
-                 "tables": [str(Path(f"{root}/tables/claims.csv").resolve())],
-                 "figures": [str(Path(f"{root}/figures/claims.png").resolve())]}
+                 "tables": [str(Path(t).resolve()) for t in files["tables"]],
+                 "figures": [str(Path(f).resolve()) for f in files["figures"]]}
     claims = Rendering("claims")
     begun = time.monotonic()
     run(Path("notebooks/claims.py"), Path(f"{root}/notebooks/claims.ipynb"), scorecard, kernel=kernel)
@@ -472,6 +474,15 @@ def render_summary(plan: list[Rendering]) -> str:
         parts.append(f"{len(omitted)} not in this budget ({', '.join(omitted)})")
     parts.append(f"{len(failed)} failed" + (f" ({', '.join(failed)})" if failed else ""))
     return "; ".join(parts)
+
+
+def scales_first(budgets: list[str], config_file: Path) -> list[str]:
+    """The budgets to render, each other scale of a budget (``scale_of``) before that budget, whose
+    scorecard reads the other scale's beside its own."""
+    config = load_run_config(load_yaml(config_file), source=str(config_file))
+    scales = {name for study in config["studies"] for name, spec in load_study(study)["budgets"].items()
+              if "scale_of" in spec}
+    return sorted(dict.fromkeys(budgets), key=lambda budget: budget not in scales)
 
 
 BY_BUDGET = tuple(f"{grid.RESULTS}/{name}" for name in layout.BY_BUDGET)
@@ -802,8 +813,22 @@ def main(argv=None) -> int:
     render_cmd.add_argument("--jobs", type=int, default=2,
                             help="notebooks run side by side (default 2): worker processes, each running its "
                                  "notebooks in turn in one kernel")
+    readme_cmd = commands.add_parser("readme", help="write README.md's scorecard section from the rendered scorecards")
+    readme_cmd.add_argument("--budget", action="append",
+                            help="a budget to list (repeatable; default: every recorded budget but another scale "
+                                 "of one, which shows beside its own)")
+    readme_cmd.add_argument("--check", action="store_true",
+                            help="write nothing; fail when the README's section differs from the scorecards")
     args = parser.parse_args(argv)
     try:
+        if args.command == "readme":
+            from .readme_scorecard import shown_budgets, update
+
+            studies = load_run_config(load_yaml(args.run_config), source=str(args.run_config))["studies"]
+            fresh, message = update(Path("README.md"), args.budget or shown_budgets(args.records, studies),
+                                    args.check)
+            print(f"[rnnrepro] {message}", file=sys.stdout if fresh else sys.stderr)
+            return 0 if fresh else 1
         if args.command == "grow":
             return grow(args)
         if args.command == "list":
@@ -819,7 +844,7 @@ def main(argv=None) -> int:
 
         failed = False
         with shared_kernel() as kernel:  # the scorecards' notebooks, one after another
-            for budget in args.budget:
+            for budget in scales_first(args.budget, args.run_config):
                 status = render(budget, args.records, args.run_config, jobs=args.jobs, kernel=kernel)
                 failed |= any(state.startswith("failed") for state in status.values())
             shown = render_by_budget(kernel)

@@ -26,6 +26,7 @@ from pathlib import Path
 import pandas as pd
 
 from .. import console
+from ..cells import implementation
 from .results import paper_values, read_cells
 
 STAGES = ("base", "finetune", "dynamic")
@@ -223,6 +224,7 @@ def speed_table(speed: dict, study: dict, artifact: str = "speed") -> pd.DataFra
     threads = machine.get("threads")
     table["device"] = (f"{machine['cpu']} CPU, {threads} thread{'' if threads == 1 else 's'}"
                        if speed["device_name"] == "cpu" and machine.get("cpu") else speed["device_name"])
+    table["implementation"] = [implementation(cell, speed["device"].split(":")[0]) for cell in table["cell"]]
     paper = study["paper"].get(artifact, {})
     for task, models in paper.items():
         reference_time = models[reference["model"]]["time_s"]
