@@ -25,12 +25,12 @@ figures = ["results/claims_by_budget.png"]
 import matplotlib.pyplot as plt
 import pandas as pd
 
-from rnnrepro.analysis.claims import HELD, INCONCLUSIVE, NOT_HELD, NOT_TESTED
+from rnnrepro.analysis.claims import HELD, INCONCLUSIVE, NOT_HELD, NOT_TESTED, read_scorecard
 from rnnrepro.analysis.notebook import save, save_figure
 
 ORDER = ["cpu", "reduced", "paper"]
 budgets = sorted(scorecards, key=lambda b: (ORDER.index(b) if b in ORDER else len(ORDER), b))
-cards = pd.concat([pd.read_csv(scorecards[b]).assign(budget=b) for b in budgets], ignore_index=True)
+cards = pd.concat([read_scorecard(scorecards[b]).assign(budget=b) for b in budgets], ignore_index=True)
 wide = cards.pivot_table(index=["study", "claim"], columns="budget", values="verdict", aggfunc="first", sort=False)
 scale = cards[cards["verdict"] != NOT_TESTED].pivot_table(index=["study", "claim"], columns="budget",
                                                            values="scale", aggfunc="first", sort=False)

@@ -29,11 +29,14 @@ import contextlib
 import fcntl
 import json
 import os
+import signal
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
+
+from .process_group import end_with_parent
 
 # Per user and machine: GPU numbers only mean something on one host, and another user's lock files
 # would not be writable.
@@ -160,7 +163,13 @@ def allocation_lock_dir(lock_dir: Path, environ=os.environ) -> Path:
 
 
 def run(command: list[str], lock_dir: Path, per_gpu: int = 1) -> None:
-    """Lease a GPU slot for COMMAND and exec it (never returns)."""
+    """Lease a GPU slot for COMMAND and exec it (never returns). COMMAND gets SIGTERM when this
+    wrapper's parent (the job's shell) ends: killed, the job would leave its trainer running while the
+    Snakemake that ran it removes the cell's files."""
+    parent = os.getppid()
+    end_with_parent(signal.SIGTERM)
+    if os.getppid() != parent:  # the parent ended before the signal was asked for
+        sys.exit(128 + signal.SIGTERM)
     gpus = shared_gpus()
     # Nothing to choose: no GPU, or SLURM allocated exactly this job's GPU.
     if not gpus or ("SLURM_JOB_ID" in os.environ and len(gpus) == 1):

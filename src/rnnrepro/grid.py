@@ -2,8 +2,9 @@
 
 A *cell* is one training run of one budget: study x dataset x model x data fraction x seed. Its folder
 is ``<results>/runs/{study}/{corpus}/{model}/frac{fraction}/seed{seed}/``, where ``<results>`` is the
-budget's results tree (:func:`results_dir`: ``results`` for the smoke budget, ``results/<budget>``
-for every other one, so budgets never share a run folder, a table or a speed result) and ``corpus``
+budget's results tree (:func:`results_dir`, so budgets never share a run folder, a table or a speed
+result; ``runs-bf16/`` instead of ``runs/`` for cells trained at a precision whose numbers differ from
+fp32's, :func:`runs_dir`) and ``corpus``
 is the data it is actually trained on: the paper's dataset id, or the budget's stand-in for it (the smoke budget
 trains on synthetic corpora, so real and synthetic results never share a folder). When a budget
 trains several paper datasets on one stand-in, the folder is ``{corpus}-{dataset}`` so their runs stay
@@ -47,8 +48,12 @@ def logs_dir(budget: str) -> str:
     return LOGS if budget == SMOKE else f"{LOGS}/{budget}"
 
 
-def runs_dir(budget: str) -> str:
-    return f"{results_dir(budget)}/runs"
+def runs_dir(budget: str, precision_name: str = precision.DEFAULT) -> str:
+    """The run folders of a budget: ``<results>/runs`` for fp32 cells, ``<results>/runs-<precision>`` for
+    the others, so that a cell trained at another precision (different numbers) never replaces an fp32
+    one. (A precision that gives fp32's numbers on the machine, tf32 on a CPU, is fp32's: see
+    :func:`rnnrepro.precision.same_numbers_as`.)"""
+    return f"{results_dir(budget)}/runs{'' if precision_name == precision.DEFAULT else '-' + precision_name}"
 
 
 @dataclass(frozen=True)
@@ -59,6 +64,7 @@ class Cell:
     fraction: int
     seed: int
     budget: str
+    precision: str = precision.DEFAULT
 
     @property
     def key(self) -> str:
@@ -67,7 +73,7 @@ class Cell:
 
     @property
     def run_dir(self) -> str:
-        return f"{runs_dir(self.budget)}/{self.key}"
+        return f"{runs_dir(self.budget, self.precision)}/{self.key}"
 
 
 def studies_with_budget(studies: dict, budget: str) -> dict:
@@ -139,7 +145,8 @@ def artifact_cells(study: dict, config: dict, artifact: str) -> list[Cell]:
     if not spec.get("needs_training", True):
         return []
     return [
-        Cell(study["study"], data_key(study, config, dataset), model, fraction, seed, config["budget"])
+        Cell(study["study"], data_key(study, config, dataset), model, fraction, seed, config["budget"],
+             config.get("precision", precision.DEFAULT))
         for dataset, model, fraction, seed in itertools.product(
             spec["datasets"], spec["models"], spec["fractions"], spec["seeds"])
     ]

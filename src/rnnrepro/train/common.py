@@ -137,8 +137,10 @@ def write_history(run_dir: Path, history: list[dict]) -> None:
 
 
 def write_run_outputs(run_dir: Path, cfg: dict, state_dict: dict, history: list[dict], metrics: dict) -> None:
-    """model.pt (weights with the config), history.csv and, last, metrics.json (which marks the cell
-    done), each atomically."""
+    """config.json again, model.pt (weights with the config), history.csv and, last, metrics.json (which
+    marks the cell done), each atomically. Every output the workflow declares is written here at the end,
+    so one that Snakemake removed while the cell trained (another run that planned the same job) is back."""
+    write_text_atomic(run_dir / "config.json", json.dumps(cfg, indent=2) + "\n")
     write_atomic(run_dir / "model.pt", lambda f: torch.save({"config": cfg, "state_dict": state_dict}, f))
     write_history(run_dir, history)
     write_text_atomic(run_dir / "metrics.json", json.dumps(metrics, indent=2) + "\n")

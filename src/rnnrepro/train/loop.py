@@ -28,6 +28,7 @@ from __future__ import annotations
 import copy
 import logging
 import math
+import os
 import signal
 import sys
 import time
@@ -43,7 +44,7 @@ from .. import console, precision
 from . import checkpoint
 from .common import HISTORY, provenance, start_run, write_history, write_run_outputs
 from .files import RunFolderError
-from .progress_file import ProgressFile, another_trainer
+from .progress_file import ProgressFile, another_trainer, hold_lock
 
 LOGGER = logging.getLogger(__name__)
 
@@ -398,12 +399,13 @@ def run_cell(run_dir: Path, cfg: dict, device: torch.device, make_task) -> dict:
     is set). progress.json says how it went, whatever happens; the exception, if any, goes on to the
     caller."""
     if (other := another_trainer(run_dir)) is not None:
-        raise RunFolderError(f"{run_dir}: another process on this machine is training this cell ({other}), "
-                             "for one left running by a Snakemake or `records grow` that was killed; wait for it "
-                             "to end (`python -m rnnrepro.status`) or stop it, then run the target again")
+        raise another_process(run_dir, other)
+    start_run(run_dir, cfg)  # config.json first
+    lock = hold_lock(run_dir)  # held until this process ends
+    if lock is None:
+        raise another_process(run_dir, another_trainer(run_dir) or "it has just started")
     record = ProgressFile(run_dir, cell_name(cfg), snapshot=dict)  # the loop's snapshot once there is one
     try:
-        start_run(run_dir, cfg)  # config.json first
         record.start()
         task = make_task(cfg, run_dir, device)
         loop = TrainingLoop(cfg, task, run_dir, device, record)
@@ -420,6 +422,15 @@ def run_cell(run_dir: Path, cfg: dict, device: torch.device, make_task) -> dict:
     except Exception as e:
         record.end("failed", error=f"{type(e).__name__}: {e}")
         raise
-    record.end("done")
+    else:
+        record.end("done")
+    finally:
+        os.close(lock)
     LOGGER.info(f"done: {task.summary(metrics)}, {metrics['params']:,} params, {metrics['wall_seconds']:.0f}s")
     return metrics
+
+
+def another_process(run_dir: Path, who: str) -> RunFolderError:
+    return RunFolderError(f"{run_dir}: another process on this machine is training this cell ({who}), for one "
+                          "left running by a Snakemake or `records grow` that was killed; wait for it to end "
+                          "(`python -m rnnrepro.status`) or stop it, then run the target again")

@@ -23,10 +23,17 @@ Keys:
   started_at, updated_at     this attempt's start and the last write (ISO 8601, UTC)
   error            when failed: the error
   stopped_by       when interrupted: what stopped it (SIGTERM, Ctrl-C)
+
+Beside it, ``trainer.lock``: the trainer holds an exclusive ``flock`` on it for as long as it runs, and
+the kernel lets go of it when the process ends in any way (SIGKILL included). :func:`another_trainer`
+asks it (and, for a folder without one, the record's process and heartbeat) before anything touches the
+cell: the trainer before it starts, and the workflow when it plans the cell's jobs, before Snakemake
+removes a job's outputs.
 """
 
 from __future__ import annotations
 
+import fcntl
 import json
 import logging
 import os
@@ -36,9 +43,10 @@ from collections.abc import Callable
 from datetime import datetime, timezone
 from pathlib import Path
 
-from .files import RunFolderError, write_text_atomic
+from .files import RunFolderError, advice, write_text_atomic
 
 NAME = "progress.json"
+LOCK = "trainer.lock"
 STATES = ("running", "interrupted", "failed", "done")
 HEARTBEAT_SECONDS = 30
 LOGGER = logging.getLogger(__name__)
@@ -83,14 +91,56 @@ def process_exists(pid: int) -> bool:
     return True
 
 
+def hold_lock(run_dir: Path) -> int | None:
+    """Take the cell's trainer.lock for this process: its open descriptor (the lock lasts until it is
+    closed or the process ends), or None when another process holds it."""
+    path = Path(run_dir) / LOCK
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    except OSError as e:
+        raise RunFolderError(f"cannot write {path}: {e.strerror or e}. {advice(path, e)}.") from None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        return None
+    return fd
+
+
+def _lock_is_held(path: Path) -> bool | None:
+    """Whether a process holds the lock file ``path`` (None: there is no such file)."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except FileNotFoundError:
+        return None
+    except OSError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)  # a free lock is taken and given back at once
+        return False
+    except BlockingIOError:
+        return True
+    finally:
+        os.close(fd)
+
+
 def another_trainer(run_dir: Path, stale_seconds: float = 4 * HEARTBEAT_SECONDS) -> str | None:
-    """Who else trains this cell now: a live process on this machine whose progress.json says running and
-    whose heartbeat is fresh (None when there is none). Two trainers of one cell write the same checkpoint
-    and outputs, and the Snakemake that sees its job fail deletes what the other wrote."""
+    """Who else trains this cell now (None when nobody does): the process that holds its trainer.lock,
+    or, in a folder without one, a live process on this machine whose progress.json says running and
+    whose heartbeat is fresh. Two trainers of one cell write the same checkpoint and outputs, and the
+    Snakemake that sees its job fail deletes what the other wrote."""
     try:
         record = read(run_dir)
     except (DamagedProgressFile, OSError):  # unreadable, or no folder there: the cell's own errors say so
-        return None
+        record = None
+    held = _lock_is_held(Path(run_dir) / LOCK)
+    if held is not None:
+        if not held:
+            return None
+        pid = record.get("pid") if record else None
+        if pid == os.getpid():
+            return None
+        return f"pid {pid if pid is not None else '?'}, started {(record or {}).get('started_at', '?')}"
     if not record or record["state"] != "running" or record.get("host") != socket.gethostname():
         return None
     pid = record.get("pid")
