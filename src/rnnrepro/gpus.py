@@ -36,6 +36,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from . import console
 from .process_group import end_with_parent
 
 # Per user and machine: GPU numbers only mean something on one host, and another user's lock files
@@ -215,4 +216,4 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(console.run_command(main))

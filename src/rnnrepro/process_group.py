@@ -20,6 +20,8 @@ import signal
 import subprocess
 import sys
 
+from . import console
+
 PR_SET_PDEATHSIG = 1  # prctl(2)
 
 
@@ -62,4 +64,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(console.run_command(main))

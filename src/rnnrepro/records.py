@@ -56,10 +56,10 @@ import threading
 import time
 from pathlib import Path
 
-from . import grid
+from . import console, grid
 from .analysis.claims import is_synthetic
 from .analysis.run_files import DamagedRunFile, config_differences, read_metrics
-from .configuration import ConfigError, load_run_config, load_study, load_yaml
+from .configuration import ConfigError, check_checkout, load_run_config, load_study, load_yaml
 from .evaluation.plan import artifact_evaluation_files
 from .train import progress_file
 
@@ -643,6 +643,7 @@ def main(argv=None) -> int:
                             help="a recorded budget (repeatable: each is rendered into its own results tree)")
     args = parser.parse_args(argv)
     try:
+        check_checkout()
         if args.command == "grow":
             return grow(args)
         if args.command == "list":
@@ -667,4 +668,4 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    raise SystemExit(console.run_command(main))

@@ -40,9 +40,9 @@ from pathlib import Path
 import yaml
 from tabulate import tabulate
 
-from . import grid
+from . import console, grid
 from .analysis.run_files import DamagedRunFile, check_weights, read_metrics
-from .configuration import ConfigError, load_run_config, load_study
+from .configuration import ConfigError, check_checkout, load_run_config, load_study
 from .train import progress_file
 
 # A running cell's progress.json not rewritten for this long has no live process: the trainer rewrites it
@@ -227,6 +227,7 @@ def main(argv=None) -> int:
     parser.add_argument("--format", choices=["table", "csv"], default="table")
     args = parser.parse_args(argv)
     try:
+        check_checkout()
         rows = collect(Path.cwd(), args.study, args.budget, args.artifact)
     except ConfigError as e:
         print(f"[rnnrepro] error: {e}", file=sys.stderr)
@@ -236,4 +237,4 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(console.run_command(main))

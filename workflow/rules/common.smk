@@ -62,7 +62,7 @@ with config_errors_stop_the_workflow():
     # cells of your own: checked against the study files, then added to the studies they name; the
     # notebooks and the scorecard that the rules run see them too (they inherit this environment)
     if config["custom_cells"]:
-        check_custom_cells(config["custom_cells"], STUDIES, CUSTOM_SOURCE)
+        check_custom_cells(config["custom_cells"], STUDIES, CUSTOM_SOURCE, config)
         STUDIES = {
             name: load_study(
                 name, Path(workflow.basedir), config["custom_cells"], CUSTOM_SOURCE

@@ -41,7 +41,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from .. import grid
+from .. import console, grid
 from ..configuration import ConfigError
 from ..data.autocomplete import AUTOCOMPLETE_DATASETS
 from ..data.registry import DATASETS
@@ -667,4 +667,4 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    raise SystemExit(console.run_command(main))

@@ -35,7 +35,8 @@ import jupytext
 import nbformat
 import papermill
 
-from ..configuration import load_study
+from .. import console
+from ..configuration import ConfigError, check_checkout, load_study
 from . import failed_notebooks
 from .run_files import check_metrics_files, stale_problem
 
@@ -204,12 +205,13 @@ def main(argv=None) -> int:
 def run_cli(notebook: Path, output: Path, parameters: dict) -> int:
     """:func:`run` for a command line: a failure is one error line and exit status 1."""
     try:
+        check_checkout()
         run(notebook, output, parameters)
-    except (RuntimeError, FileNotFoundError) as e:
+    except (RuntimeError, FileNotFoundError, ConfigError) as e:
         print(f"[rnnrepro] error: {e}", file=sys.stderr)
         return 1
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(console.run_command(main))

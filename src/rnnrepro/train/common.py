@@ -15,7 +15,7 @@ from pathlib import Path
 import torch
 
 from .. import precision
-from ..configuration import REPO_ROOT, ConfigError
+from ..configuration import ConfigError, project_root
 from .files import write_atomic, write_text_atomic
 
 HISTORY = "history.csv"
@@ -33,8 +33,9 @@ def pick_device(name: str) -> torch.device:
 
 def git_sha() -> str:
     try:
-        out = subprocess.run(["git", "rev-parse", "HEAD"], cwd=REPO_ROOT, capture_output=True, text=True, check=True)
-        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=REPO_ROOT,
+        out = subprocess.run(["git", "rev-parse", "HEAD"], cwd=project_root(), capture_output=True, text=True,
+                             check=True)
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=project_root(),
                                capture_output=True, text=True, check=True).stdout.strip()
         return out.stdout.strip() + ("-dirty" if dirty else "")
     except (OSError, subprocess.CalledProcessError):

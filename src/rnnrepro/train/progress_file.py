@@ -104,22 +104,25 @@ def hold_lock(run_dir: Path) -> int | None:
     except BlockingIOError:
         os.close(fd)
         return None
+    os.ftruncate(fd, 0)  # who holds it, for another_trainer's message
+    os.write(fd, f"pid {os.getpid()}, started {now_iso()}\n".encode())
     return fd
 
 
-def _lock_is_held(path: Path) -> bool | None:
-    """Whether a process holds the lock file ``path`` (None: there is no such file)."""
+def _lock_holder(path: Path) -> str | None:
+    """Who holds the lock file ``path`` ("pid N, started T"; "" when it is free; None when there is no
+    such file)."""
     try:
         fd = os.open(path, os.O_RDONLY)
     except FileNotFoundError:
         return None
     except OSError:
-        return False
+        return ""
     try:
         fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)  # a free lock is taken and given back at once
-        return False
+        return ""
     except BlockingIOError:
-        return True
+        return os.read(fd, 200).decode(errors="replace").strip() or "a process"
     finally:
         os.close(fd)
 
@@ -129,18 +132,13 @@ def another_trainer(run_dir: Path, stale_seconds: float = 4 * HEARTBEAT_SECONDS)
     or, in a folder without one, a live process on this machine whose progress.json says running and
     whose heartbeat is fresh. Two trainers of one cell write the same checkpoint and outputs, and the
     Snakemake that sees its job fail deletes what the other wrote."""
+    holder = _lock_holder(Path(run_dir) / LOCK)
+    if holder is not None:
+        return holder or None
     try:
         record = read(run_dir)
     except (DamagedProgressFile, OSError):  # unreadable, or no folder there: the cell's own errors say so
-        record = None
-    held = _lock_is_held(Path(run_dir) / LOCK)
-    if held is not None:
-        if not held:
-            return None
-        pid = record.get("pid") if record else None
-        if pid == os.getpid():
-            return None
-        return f"pid {pid if pid is not None else '?'}, started {(record or {}).get('started_at', '?')}"
+        return None
     if not record or record["state"] != "running" or record.get("host") != socket.gethostname():
         return None
     pid = record.get("pid")
