@@ -246,7 +246,10 @@ def stale_problem(metrics_file: Path | str, study: dict) -> str | None:
     from ..configuration import ConfigError
 
     run_dir = Path(metrics_file).parent
-    recorded = read_run_config(run_dir)
+    try:
+        recorded = read_run_config(run_dir)
+    except DamagedRunFile as e:
+        return str(e)
     study_name, corpus, model, fraction, seed = run_dir.parts[-5:]
     try:
         cell = grid.Cell(study_name, corpus, model, int(fraction.removeprefix("frac")), int(seed.removeprefix("seed")),
