@@ -103,8 +103,11 @@ def _selector_value_problems(study: dict, claim: dict, artifact: str, where: str
     that the claim's artifact does not have: such a row never matches, and the claim would silently read
     "not tested" (a typo like ``lstm_m1001``)."""
     spec = study["artifacts"][artifact]
-    domains = {"model": spec["models"], "recipe": list(study["recipes"]),
-               "cell": sorted({study["models"][m]["cell"] for m in spec["models"] if m in study["models"]})}
+    domains = {"model": spec["models"]}
+    if "recipes" in study:
+        domains["recipe"] = list(study["recipes"])
+    if "models" in study:
+        domains["cell"] = sorted({study["models"][m]["cell"] for m in spec["models"] if m in study["models"]})
     if "datasets" in spec:
         domains["dataset"] = [*spec["datasets"], EVERY_DATASET]
     if "fractions" in spec:
