@@ -80,8 +80,9 @@ def write_error(path: Path, exc: OSError) -> DataError:
     """The data layer's error for a file it could not write: a full disk in fetch's words, else the
     operating system's reason and what to do."""
     if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+        folder = path if path.is_dir() else path.parent
         return DiskFullError(f"no space left writing {path} ({exc.strerror}): free space on the disk holding "
-                             f"{path.parent} and rerun; no file was left half-written")
+                             f"{folder} and rerun; no file was left half-written")
     return DataError(f"cannot write {path}: {exc.strerror or exc}. {advice(path, exc)}")
 
 
