@@ -15,6 +15,10 @@ before the cells' GPU fast paths; docs/gpu.md). Slots are filled spreading jobs 
 first slot, then every GPU's second, ...), so a machine with fewer jobs than GPUs still gives each its
 own GPU. Set 1 for the old one-job-per-GPU behaviour, e.g. when a single model fills a GPU's memory.
 
+The wrapper asks the kernel to send COMMAND SIGTERM when the wrapper's parent, the job's shell, ends
+(``prctl(PR_SET_PDEATHSIG)``, kept across exec): a shell that is killed would otherwise leave its trainer
+running while the Snakemake that ran it removes the cell's files.
+
 The GPUs to share are those of ``CUDA_VISIBLE_DEVICES`` when it is set (to reserve some GPUs for a
 run), else every GPU ``nvidia-smi`` lists. With no GPU, or in a SLURM job allocated one GPU (SLURM
 chose it already), COMMAND runs unchanged; within a larger SLURM allocation (``salloc --gpus=4``

@@ -28,6 +28,12 @@ itself gets SIGTERM or Ctrl-C, running units get SIGTERM: training writes its re
 ``grow`` on this machine resumes it, on another machine it starts afresh. Killing ``grow`` at any point
 (even with SIGKILL) loses no recorded unit.
 
+One grow of a budget runs at a time in a working tree (a lock in its log folder), and each unit's
+Snakemake runs in a process group of its own that gets SIGTERM when grow dies, even by SIGKILL
+(rnnrepro.process_group): no trainer outlives the grow that started it, and none is left for the next
+grow to clash with. A unit whose cell another process trains (rnnrepro.train.progress_file) is skipped,
+saying so.
+
 ``render`` copies a budget's records into its results tree and runs each artifact's notebook through
 papermill with exactly the parameters the Snakemake rule gives it (rnnrepro.analysis.run_notebook), then
 the scorecard notebook. It runs notebooks directly rather than Snakemake: records have no data and no
