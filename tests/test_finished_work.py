@@ -122,7 +122,11 @@ def test_the_workflow_plans_no_job_for_a_cell_another_process_trains(tmp_path):
 
 def test_a_trainer_holds_its_cell_and_another_is_refused(tmp_path):
     """The lock outlives nothing: held while its process lives (whatever its progress.json says), free
-    once the process is gone, even killed."""
+    once the process is gone, even killed. A lock file deleted under a running trainer (a clean-up)
+    still leaves its fresh progress.json to say who trains."""
+    import platform
+
+    from rnnrepro.train import progress_file
     from rnnrepro.train.files import RunFolderError
     from rnnrepro.train.loop import run_cell
     from rnnrepro.train.progress_file import another_trainer
@@ -136,6 +140,12 @@ def test_a_trainer_holds_its_cell_and_another_is_refused(tmp_path):
                                                  f"\\(pid {holder.pid}, started"):
             run_cell(tmp_path, {}, None, make_task=None)
         assert sorted(p.name for p in tmp_path.iterdir()) == ["trainer.lock"]
+        progress_file.write(tmp_path, {"state": "running", "cell": "c", "pid": holder.pid, "host": platform.node(),
+                                       "started_at": "2026-01-01T00:00:00+00:00", "updated_at": progress_file.now_iso()})
+        (tmp_path / "trainer.lock").unlink()
+        assert another_trainer(tmp_path) == f"pid {holder.pid}, started 2026-01-01T00:00:00+00:00"
+        (tmp_path / "trainer.lock").touch()  # a new, free lock file does not hide it either
+        assert another_trainer(tmp_path) == f"pid {holder.pid}, started 2026-01-01T00:00:00+00:00"
     finally:
         holder.kill()
         holder.wait()

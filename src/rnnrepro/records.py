@@ -134,7 +134,8 @@ def pack(budget: str | None = None, records: Path = RECORDS, include_synthetic: 
     packed = []
     for name in [budget] if budget else recorded_budgets():
         tree = results_dir(name)
-        for metrics_file in sorted((tree / "runs").glob("*/*/*/frac*/seed*/metrics.json")):
+        # runs/, and runs-bf16/ of the cells of another precision (rnnrepro.grid.runs_dir)
+        for metrics_file in sorted(tree.glob("runs*/*/*/*/frac*/seed*/metrics.json")):
             metrics = json.loads(metrics_file.read_text())
             if is_synthetic(metrics["corpus"]) and not include_synthetic:
                 continue

@@ -129,12 +129,13 @@ def _lock_holder(path: Path) -> str | None:
 
 def another_trainer(run_dir: Path, stale_seconds: float = 4 * HEARTBEAT_SECONDS) -> str | None:
     """Who else trains this cell now (None when nobody does): the process that holds its trainer.lock,
-    or, in a folder without one, a live process on this machine whose progress.json says running and
-    whose heartbeat is fresh. Two trainers of one cell write the same checkpoint and outputs, and the
-    Snakemake that sees its job fail deletes what the other wrote."""
+    else a live process on this machine whose progress.json says running and whose heartbeat is fresh
+    (a trainer of a version without the lock, or one whose lock file was deleted under it). Two trainers
+    of one cell write the same checkpoint and outputs, and the Snakemake that sees its job fail deletes
+    what the other wrote."""
     holder = _lock_holder(Path(run_dir) / LOCK)
-    if holder is not None:
-        return holder or None
+    if holder:
+        return holder
     try:
         record = read(run_dir)
     except (DamagedProgressFile, OSError):  # unreadable, or no folder there: the cell's own errors say so
