@@ -5,6 +5,7 @@
     python benchmarks/cells.py --cells lrn sru --shapes small
     python benchmarks/cells.py --device cuda            # on a GPU: cuDNN's LSTM is the reference row
     python benchmarks/cells.py --device cuda --eager    # the same without the GPU fast paths (before/after)
+    python benchmarks/cells.py --device cuda --cells nested_lstm --split-k-products   # split-K step products
     python benchmarks/cells.py --shapes cpu --breakdown               # the cpu budget's models, a whole step
     python benchmarks/cells.py --shapes cpu --against ../before --rounds 3   # ... before (another checkout) and after
 
@@ -98,6 +99,8 @@ def parse_args() -> argparse.Namespace:
                         help="float32 arithmetic of every cell and of cuDNN (default fp32)")
     parser.add_argument("--eager", action="store_true",
                         help="switch the GPU fast paths (Triton kernels, CUDA graphs) off, to measure their gain")
+    parser.add_argument("--split-k-products", action="store_true",
+                        help="the Nested LSTM's fused steps with Triton's split-K step products instead of cuBLAS's")
     args = parser.parse_args()
     if args.device == "cuda" and not torch.cuda.is_available():
         parser.error("--device cuda: torch sees no CUDA GPU (torch.cuda.is_available() is False)")
@@ -237,11 +240,13 @@ def main() -> None:
     precision.apply(args.precision)
     warmup, repeats = (1, 3) if args.quick else (2, 9)
     fast_paths = "off (--eager)" if args.eager else ("on" if args.device == "cuda" else "CPU: none")
+    if args.split_k_products and not args.eager:
+        fast_paths += ", split-K step products (--split-k-products)"
     print(f"{time.strftime('%Y-%m-%d')}, torch {torch.__version__}, {device_name(args.device, args.threads)}, "
           f"precision {args.precision}, GPU fast paths {fast_paths}, "
           f"median of about {repeats} timed runs after {warmup} warm-up")
     autocast = lambda: precision.autocast(args.precision, args.device)  # noqa: E731
-    with gpu.settings(kernels=not args.eager, graphs=not args.eager):
+    with gpu.settings(kernels=not args.eager, graphs=not args.eager, triton_products=args.split_k_products):
         for name in args.shapes:
             rows = benchmark_shape(args.cells, name, warmup, repeats, args.floor, args.device, autocast)
             print_table(name, SHAPES[name], rows, args.device)

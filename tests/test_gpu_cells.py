@@ -61,7 +61,13 @@ KERNEL_CELLS = [
     # the pyramid options change only the input side, computed before the fused loop
     pytest.param("pru", {"pyramid_groups": 2}, id="pru-grouped-pyramid"),
     pytest.param("pru", {"levels": 3, "pooling_kernels": "paper"}, id="pru-paper-kernels"),
+    pytest.param("nested_lstm", {}, id="nested_lstm"),
+    # depth 3: a middle level (tanh candidate, its own memory) and an output kernel above the innermost pair
+    pytest.param("nested_lstm", {"depth": 3}, id="nested_lstm-depth3"),
 ]
+# widths at which every Nested LSTM step product is cut into several slices of K (checked in the tests:
+# the tiny SHAPES fit one slice); 72 is not a multiple of the kernel's K block, so the last slice is ragged
+NESTED_SPLIT_SIZES = (10, 72)
 
 
 def _flatten(state):
@@ -142,6 +148,58 @@ def test_triton_kernels_with_weight_drop_on_atr():
     with gpu.settings(kernels=True, cpu_kernels=True):
         result = _run(layer, x, state, weight_drop=0.5, seed=3)
     _assert_close(result, expected, torch.float64)
+
+
+def _nested_split_layer(depth, dtype, device="cpu"):
+    torch.manual_seed(1)
+    return build_layer("nested_lstm", *NESTED_SPLIT_SIZES, depth=depth).to(dtype=dtype, device=device)
+
+
+def _assert_split_products_slice_k(batch, hidden, device):
+    from rnnrepro.cells.gpu import kernels
+    m = hidden
+    # (K, N) of each step product: forward x W_hh^0 and [x̃; h̃] W^1, backward g W_hh^0 and g W^1
+    for k, n in [(m, 4 * m), (2 * m, 4 * m), (4 * m, m), (4 * m, 2 * m)]:
+        assert kernels.split_count(batch, k, n, torch.device(device))[0] > 1, (k, n)
+
+
+@needs_triton
+@pytest.mark.skipif(HAS_CUDA, reason="interpreter tests are for CPU-only machines")
+@pytest.mark.parametrize("triton_products", [True, False], ids=["split-k products", "mm products"])
+@pytest.mark.parametrize("depth", [2, 3])
+def test_nested_lstm_fused_steps_with_split_products_in_interpreter(depth, triton_products):
+    """The fused Nested LSTM loops at a width where the split-K products really split, with the state
+    carried over two windows, against the eager loop; float32 (the split products take float32 only)."""
+    dtype = torch.float32
+    layer = _nested_split_layer(depth, dtype)
+    torch.manual_seed(2)
+    x = torch.randn(6, 3, layer.input_size, dtype=dtype)
+    state = tuple(torch.randn_like(s) * 0.5 for s in layer.init_state(3, dtype=dtype))
+    with gpu.settings(kernels=False):
+        expected = _run(layer, x, state, windows=(4, 2))
+    with gpu.settings(kernels=True, cpu_kernels=True, triton_products=triton_products):
+        _assert_split_products_slice_k(3, layer.hidden_size, "cpu")
+        result = _run(layer, x, state, windows=(4, 2))
+    _assert_close(result, expected, dtype)
+
+
+@needs_triton
+@pytest.mark.skipif(HAS_CUDA, reason="interpreter tests are for CPU-only machines")
+def test_split_product_matches_mm_in_interpreter():
+    """x W^T through a transposed view and g W through the weight itself, each with its step's other
+    term (a (B, N) tensor, a bias, nothing), against torch: partials summed as the fused kernels do."""
+    with gpu.settings(kernels=True, cpu_kernels=True):
+        kernels = gpu.kernels_for(torch.zeros(1))
+        assert kernels is not None
+    torch.manual_seed(0)
+    x, weight = torch.randn(5, 100), torch.randn(70, 100)
+    grad = torch.randn(5, 70)
+    cases = [(x, weight.t(), torch.randn(5, 70)), (x, weight.t(), torch.randn(70)), (grad, weight, None)]
+    for step_input, matrix, add in cases:
+        product = kernels.split_product(step_input, matrix, add)
+        assert product.splits > 1
+        expected = step_input @ matrix if add is None else add + step_input @ matrix
+        torch.testing.assert_close(kernels.sum_product(product), expected, atol=1e-5, rtol=1e-5)
 
 
 def test_kernels_are_not_used_on_cpu_by_default():
@@ -248,3 +306,50 @@ def test_cuda_fast_paths_without_gradients_match_eager(cell):
         expected = evaluate()
     for _ in range(2):
         torch.testing.assert_close(evaluate(), expected, atol=2e-5, rtol=0)
+
+
+@cuda
+@needs_cuda
+@needs_triton
+def test_cuda_nested_lstm_split_product_matches_mm_at_the_awd_shape():
+    """The split-K step products of a depth-2 Nested LSTM at the AWD shape (batch 20, width 1150),
+    forward (x W^T plus the step's other term) and backward (g W), against torch.mm in IEEE FP32."""
+    precision.apply("fp32")
+    from rnnrepro.cells.gpu import kernels
+    torch.manual_seed(0)
+    batch, m = 20, 1150
+    for k, n, transposed in [(m, 4 * m, True), (2 * m, 4 * m, True), (4 * m, m, False), (4 * m, 2 * m, False)]:
+        weight = torch.randn(*((n, k) if transposed else (k, n)), device="cuda") / k ** 0.5
+        matrix = weight.t() if transposed else weight
+        x, add = torch.randn(batch, k, device="cuda"), torch.randn(batch, n, device="cuda")
+        product = kernels.split_product(x, matrix, add)
+        assert product.splits > 1
+        torch.testing.assert_close(kernels.sum_product(product), torch.addmm(add, x, matrix), atol=1e-4, rtol=1e-4)
+
+
+@cuda
+@needs_cuda
+@needs_triton
+@pytest.mark.parametrize("depth", [2, 3])
+@pytest.mark.parametrize("fast_paths", [{"triton_products": True}, {"triton_products": False},
+                                        {"triton_products": True, "graphs": False}],
+                         ids=["split-k products+graphs", "cublas products+graphs", "split-k products, no graphs"])
+def test_cuda_nested_lstm_fused_steps_match_eager_gpu_loop(depth, fast_paths):
+    """The fused Nested LSTM (Triton steps; split-K or cuBLAS products; captured or not) against its eager
+    GPU loop at a width where the split-K products really split: weight drop (same masks), the state
+    carried over three windows, each shape run twice (capture, then replay)."""
+    dtype = torch.float32
+    precision.apply("fp32")
+    layer = _nested_split_layer(depth, dtype, "cuda")
+    batch = 20
+    _assert_split_products_slice_k(batch, layer.hidden_size, "cuda")
+    torch.manual_seed(2)
+    x = torch.randn(15, batch, layer.input_size, dtype=dtype, device="cuda")
+    state = tuple(torch.randn_like(s) * 0.5 for s in layer.init_state(batch, device="cuda", dtype=dtype))
+    for _ in range(2):
+        with gpu.settings(kernels=False, graphs=False):
+            expected = _run(layer, x, state, windows=(4, 5, 6), weight_drop=0.5, seed=4)
+        with gpu.settings(**fast_paths):
+            assert gpu.kernels_for(x) is not None
+            result = _run(layer, x, state, windows=(4, 5, 6), weight_drop=0.5, seed=4)
+        _assert_close(result, expected, dtype)

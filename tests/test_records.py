@@ -186,3 +186,45 @@ def test_unit_patterns_choose_units_and_a_pattern_matching_none_is_refused(tmp_p
                         "--unit", "nlstm/*/gru_2x600/*", "--unit", "pru/*")
     assert refused.returncode != 0
     assert "--unit pru/*: matches no unit of this budget and these studies" in refused.stderr, refused.stderr
+
+
+def test_records_name_the_commit_that_made_them(tmp_path, monkeypatch):
+    """A record must name the commit of the code that made it: a run trained from a working tree with
+    uncommitted changes (`-dirty`) is not packed, and `grow` does not start in such a tree, unless the
+    commit is stated (RNNREPRO_GIT_SHA: a copy of a clean working tree without its history)."""
+    import argparse
+    import json
+    import subprocess
+
+    from rnnrepro import grid, records
+
+    def git(*args):
+        return subprocess.run(["git", *args], cwd=tmp_path, capture_output=True, text=True, check=True).stdout
+
+    monkeypatch.chdir(tmp_path)
+    run = Path(grid.runs_dir("cpu")) / "pru/ptb/lstm_m1000/frac10/seed1111"
+    run.mkdir(parents=True)
+    for name in records.RECORDED:
+        (run / name).write_text("{}\n")
+    (run / "metrics.json").write_text(json.dumps({"git_sha": "0123abc-dirty"}))
+    with pytest.raises(RuntimeError, match="uncommitted changes .*git_sha 0123abc-dirty.*not recorded"):
+        records.pack_run(run, "cpu", tmp_path / "records")
+    assert not (tmp_path / "records").exists()
+    (run / "metrics.json").write_text(json.dumps({"git_sha": "0123abc"}))
+    assert records.pack_run(run, "cpu", tmp_path / "records").is_dir()
+
+    git("init", "-q")
+    git("config", "user.email", "t@t")
+    git("config", "user.name", "t")
+    (tmp_path / "code.py").write_text("x = 1\n")
+    git("add", "code.py")
+    git("commit", "-qm", "a")
+    assert records.uncommitted_changes() == []
+    (tmp_path / "code.py").write_text("x = 2\n")
+    assert records.uncommitted_changes() == ["code.py"]
+    monkeypatch.setattr(records, "_load", lambda budget, config, studies: ({"budget": budget}, {}))
+    args = argparse.Namespace(budget="cpu", run_config=None, study=None, commit=False, records=tmp_path / "records")
+    with pytest.raises(RuntimeError, match=r"uncommitted changes \(code.py\): a record must name the commit"):
+        records.grow(args)
+    monkeypatch.setenv("RNNREPRO_GIT_SHA", "4567def")
+    assert records.uncommitted_changes() == []

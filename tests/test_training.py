@@ -256,8 +256,14 @@ def test_gpu_out_of_memory_names_the_cell_and_the_jobs_per_gpu(corpus_dir, tmp_p
                      "--threads", "1"]) == 1
     err = capsys.readouterr().err
     assert f"cell {tmp_path / 'oom'}: the GPU ran out of memory (CUDA out of memory. Tried to allocate 48.00 MiB." in err
-    assert "RNNREPRO_JOBS_PER_GPU=8" in err and "RNNREPRO_JOBS_PER_GPU=2" in err
+    assert "RNNREPRO_JOBS_PER_GPU=8" in err and "fewer jobs per GPU, e.g. RNNREPRO_JOBS_PER_GPU=1" in err
     assert str(tmp_path / "oom" / "checkpoint") in err and "more lines" not in err
+    # one job alone: fewer jobs cannot help
+    monkeypatch.setenv("RNNREPRO_JOBS_PER_GPU", "1")
+    assert cli.main(["--run-dir", str(tmp_path / "oom1"), "--config", json.dumps(cfg), "--device", "cpu",
+                     "--threads", "1"]) == 1
+    err = capsys.readouterr().err
+    assert "This cell alone does not fit the GPU" in err and "fewer jobs" not in err
 
 
 def test_finetune_starts_from_parent(reference_run, corpus_dir, short_train_file, tmp_path):
@@ -811,3 +817,40 @@ def test_a_raised_cap_does_not_undo_the_recipes_own_stop():
     assert not raised_cap(old, {"model": "m", "recipe": {"epochs": 100, "lr": 0.002}})
     assert not raised_cap(old, {"model": "m", "recipe": {"epochs": 30, "lr": 0.001}})
     assert not raised_cap(old, {"model": "n", "recipe": {"epochs": 100, "lr": 0.001}})
+
+
+class _StateOnAnotherDevice:
+    """A random-number state as a checkpoint loaded onto a GPU holds it: a tensor off the CPU, which
+    torch.cuda.set_rng_state refuses ("RNG state must be a torch.ByteTensor")."""
+
+    def __init__(self, state: torch.Tensor):
+        self.state, self.device = state, torch.device("cuda", 0)
+
+    def cpu(self) -> torch.Tensor:
+        return self.state
+
+
+def test_random_states_loaded_onto_a_gpu_are_restored_from_the_cpu(monkeypatch):
+    """A resume checkpoint is loaded onto the training device, its random-number states with it; they go
+    back to the CPU before torch sets them (else every resume on a GPU started the cell afresh)."""
+    from rnnrepro.train import checkpoint
+
+    given = {}
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "set_rng_state_all", lambda states: given.setdefault("cuda", list(states)))
+    cpu_state = torch.get_rng_state()
+    checkpoint.set_rng_state({"torch": cpu_state, "cuda": [_StateOnAnotherDevice(cpu_state.clone())]})
+    assert all(isinstance(s, torch.Tensor) and s.device.type == "cpu" for s in given["cuda"])
+
+
+@pytest.mark.cuda
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_random_states_of_a_checkpoint_loaded_onto_the_gpu_restore_the_streams(tmp_path):
+    from rnnrepro.train import checkpoint
+
+    state = checkpoint.rng_state()
+    expected = (torch.rand(3), torch.rand(3, device="cuda"))
+    checkpoint.save_atomic({"rng": state}, tmp_path / "last.pt")
+    checkpoint.set_rng_state(checkpoint.load(tmp_path / "last.pt", torch.device("cuda"))["rng"])
+    assert torch.equal(torch.rand(3), expected[0])
+    assert torch.equal(torch.rand(3, device="cuda"), expected[1])

@@ -8,12 +8,12 @@ COMMAND's process from then on, so the kernel releases it when the training ends
 crash, SIGKILL) — no stale locks.
 
 Each GPU has ``jobs_per_gpu`` slots (``--jobs-per-gpu``, or the environment variable
-``RNNREPRO_JOBS_PER_GPU`` that profiles/default reads too; default 3): one training process is bound
-by its CPU core (Python and kernel launches), not by the GPU, so on an H100 three PRU Table 1 cells side
-by side ran at almost their solo speed (48k / 12k / 12k tokens/s for LSTM / PRU / AWD-PRU, measured
-before the cells' GPU fast paths; docs/gpu.md). Slots are filled spreading jobs over the GPUs first (every GPU's
+``RNNREPRO_JOBS_PER_GPU`` that profiles/default reads too; default 1): with the cells' GPU fast paths one
+training process keeps the GPU busy, and on an H200 two or four reduced-budget PTB cells side by side
+gave 0.97-1.00x the total throughput of one (benchmarks/gpu_sharing.py; docs/gpu.md), so sharing a GPU
+only adds memory. Slots are filled spreading jobs over the GPUs first (every GPU's
 first slot, then every GPU's second, ...), so a machine with fewer jobs than GPUs still gives each its
-own GPU. Set 1 for the old one-job-per-GPU behaviour, e.g. when a single model fills a GPU's memory.
+own GPU. Set more for cells that leave the GPU idle, after measuring them.
 
 The wrapper asks the kernel to send COMMAND SIGTERM when the wrapper's parent, the job's shell, ends
 (``prctl(PR_SET_PDEATHSIG)``, kept across exec): a shell that is killed would otherwise leave its trainer
@@ -48,9 +48,8 @@ from .process_group import end_with_parent
 DEFAULT_LOCK_DIR = Path(tempfile.gettempdir()) / f"rnnrepro-gpu-locks-{os.getuid()}"
 POLL_SECONDS = 2.0
 JOBS_PER_GPU_ENV = "RNNREPRO_JOBS_PER_GPU"
-# The one measured setting (three Table 1 cells side by side on an H100 at almost their solo speed);
-# the 1/2/4/8 sweep on a GPU is still owed (docs/gpu.md).
-DEFAULT_JOBS_PER_GPU = 3
+# Measured: N jobs side by side on one GPU give no more throughput than one (docs/gpu.md).
+DEFAULT_JOBS_PER_GPU = 1
 
 
 def detected_gpus() -> list[str]:

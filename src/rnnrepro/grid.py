@@ -212,6 +212,7 @@ def architecture(study: dict, config: dict, model_id: str, corpus: str, dataset:
     return {"cell": model["cell"], "embedding_size": embedding, "hidden_size": hidden, "layers": model["layers"],
             "tie_weights": model["tie_weights"], "cell_options": dict(model["cell_options"]),
             "param_budget": param_budget, **({"init": model["init"]} if "init" in model else {}),
+            **({"init_range": model["init_range"]} if "init_range" in model else {}),
             **({"last_hidden_size": last_hidden} if last_hidden is not None else {}),
             **({"head": head} if head is not None else {})}
 

@@ -67,6 +67,7 @@ from .analysis.claims import is_synthetic
 from .analysis.run_files import DamagedRunFile, config_differences, read_metrics
 from .configuration import ConfigError, check_checkout, load_run_config, load_study, load_yaml
 from .evaluation.plan import artifact_evaluation_files
+from .runtime import GIT_SHA_ENV
 from .train import progress_file
 
 RECORDED = ("config.json", "history.csv", "metrics.json")
@@ -554,7 +555,10 @@ def commit_leftovers(budget: str, records: Path, say) -> None:
 
 
 def uncommitted_changes() -> list[str]:
-    """Tracked files of the working tree that differ from HEAD (records/ aside: grow commits those)."""
+    """Tracked files of the working tree that differ from HEAD (records/ aside: grow commits those). None
+    where RNNREPRO_GIT_SHA states the commit (a copy of a clean working tree, train.common.git_sha)."""
+    if os.environ.get(GIT_SHA_ENV, "").strip():
+        return []
     listed = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no", "--", ".",
                              f":(exclude){RECORDS}"], capture_output=True, text=True)
     return [line[3:] for line in listed.stdout.splitlines()] if listed.returncode == 0 else []

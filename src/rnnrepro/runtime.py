@@ -15,6 +15,8 @@ import os
 
 DEVICE_ENV = "RNNREPRO_DEVICE"
 DEVICES = ("auto", "cpu", "cuda")
+# The commit of the code, where the working tree is a copy without its own history (train.common.git_sha).
+GIT_SHA_ENV = "RNNREPRO_GIT_SHA"
 
 
 def add_runtime_arguments(parser: argparse.ArgumentParser) -> None:

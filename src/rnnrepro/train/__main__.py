@@ -56,14 +56,20 @@ def check_precision(cfg: dict, device: torch.device) -> None:
 
 
 def out_of_memory_advice(run_dir: Path, error: BaseException) -> str:
-    """What to do when the GPU ran out of memory: usually too many cells share it."""
+    """What to do when the GPU ran out of memory: fewer cells on it, or, alone, a larger GPU."""
+    try:
+        per_gpu = gpus.jobs_per_gpu()
+    except ValueError:
+        per_gpu = gpus.DEFAULT_JOBS_PER_GPU
     shared = os.environ.get(gpus.JOBS_PER_GPU_ENV, "").strip() or f"{gpus.DEFAULT_JOBS_PER_GPU} (the default)"
+    fix = (f"Run again with fewer jobs per GPU, e.g. {gpus.JOBS_PER_GPU_ENV}=1 (the default; and `--resources "
+           f"gpu=1` per GPU where you set it yourself)" if per_gpu > 1 else
+           "This cell alone does not fit the GPU: run it on one with more memory, or lower the recipe's "
+           "batch_size in its study file (a changed recipe starts the cell afresh)")
     return (f"cell {run_dir}: the GPU ran out of memory ({str(error).splitlines()[0]}). Training jobs that "
             f"share one GPU: {gpus.JOBS_PER_GPU_ENV}={shared}. At the paper's sizes one job holds about 6-14 GiB "
             f"(its CUDA graphs, one per BPTT length; docs/gpu.md): on an 80 GB H100 eight jobs ran out of memory "
-            f"and three did not. Run again with fewer jobs per GPU, e.g. {gpus.JOBS_PER_GPU_ENV}=2 (and "
-            f"`--resources gpu=2` per GPU where you set it yourself); the cell resumes from its last checkpoint "
-            f"in {checkpoint_dir(run_dir)}.")
+            f"and three did not. {fix}; the cell resumes from its last checkpoint in {checkpoint_dir(run_dir)}.")
 
 
 def main(argv=None) -> int:

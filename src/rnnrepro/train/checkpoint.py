@@ -93,6 +93,8 @@ def rng_state() -> dict:
 
 
 def set_rng_state(state: dict) -> None:
+    """Restore :func:`rng_state`. The states are byte tensors that torch wants on the CPU, while a
+    checkpoint loaded onto a GPU (map_location) brings every tensor there, these too."""
     torch.set_rng_state(state["torch"].cpu())
     if "cuda" in state and torch.cuda.is_available():
-        torch.cuda.set_rng_state_all(state["cuda"])
+        torch.cuda.set_rng_state_all([generator_state.cpu() for generator_state in state["cuda"]])

@@ -16,6 +16,7 @@ import torch
 
 from .. import precision
 from ..configuration import ConfigError, project_root
+from ..runtime import GIT_SHA_ENV
 from .files import write_atomic, write_text_atomic
 
 HISTORY = "history.csv"
@@ -32,6 +33,11 @@ def pick_device(name: str) -> torch.device:
 
 
 def git_sha() -> str:
+    """The commit of the code that runs (``-dirty`` with uncommitted changes to tracked files). A machine
+    that gets a copy of the working tree without its history (a GPU lent for a session) states it in
+    RNNREPRO_GIT_SHA instead, as the sending checkout's ``git rev-parse HEAD`` of a clean tree."""
+    if os.environ.get(GIT_SHA_ENV, "").strip():
+        return os.environ[GIT_SHA_ENV].strip()
     try:
         out = subprocess.run(["git", "rev-parse", "HEAD"], cwd=project_root(), capture_output=True, text=True,
                              check=True)

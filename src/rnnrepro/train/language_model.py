@@ -9,12 +9,14 @@ instead runs Adam at a fixed BPTT without clipping, stops early when validation 
 `test_loss`). Zaremba et al. (2014)'s recipe (optimizer `sgd`) runs plain SGD at a fixed BPTT with a
 step schedule: the rate is multiplied by `lr_decay` at the start of every epoch from `lr_decay_start`
 on (``epoch_lr``; derived from the epoch, so a resumed run continues on the same rates). At the end
-the best weights are evaluated on the validation and test streams with the test batch size. The loop
+the best weights (recipe `score: final`: the last epoch's, as Zaremba et al.'s code) are evaluated on
+the validation and test streams with the test batch size. The loop
 itself (resume, SIGTERM, divergence, the run files) is rnnrepro.train.loop.
 
 Writes to the run folder: ``config.json``, ``history.csv`` (per epoch), ``metrics.json`` (final
 numbers and provenance) and ``model.pt`` (best weights with the config); ``checkpoint/last.pt`` lets a
-killed run continue where it stopped, ``checkpoint/best.pt`` holds the best weights so far.
+killed run continue where it stopped, ``checkpoint/best.pt`` holds the weights to score (the best so
+far, or the last with `score: final`).
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ import torch.nn.functional as F
 from .. import console, precision
 from ..cells import detach_state
 from ..data.corpus import batchify, get_batch, load_corpus
-from ..models.language_model import Dropouts, LanguageModel
+from ..models.language_model import DEFAULT_INIT_RANGE, Dropouts, LanguageModel
 from . import checkpoint
 from .averaging import WeightAverager
 from .loop import Progress, Step, TrainingDiverged, perplexity, run_cell
@@ -41,7 +43,8 @@ def build_model(cfg: dict, vocab_size: int) -> LanguageModel:
                         r["dropout_output"], r["weight_drop"], r.get("weight_drop_targets", "recurrent"))
     return LanguageModel(vocab_size, a["cell"], a["embedding_size"], a["hidden_size"], a["layers"],
                          a["tie_weights"], a["cell_options"], dropouts, init=a.get("init", "awd"),
-                         head=a.get("head"), last_hidden_size=a.get("last_hidden_size"))
+                         init_range=a.get("init_range", DEFAULT_INIT_RANGE), head=a.get("head"),
+                         last_hidden_size=a.get("last_hidden_size"))
 
 
 
@@ -241,7 +244,8 @@ class LanguageModelTask:
         non_monotone = is_non_monotone(val_loss, p.history[:-1], r["nonmono"])
         if val_loss < p.best_val_loss:
             p.best_val_loss, p.best_epoch = val_loss, p.epoch
-            self.save_best()
+        if p.best_epoch == p.epoch or r.get("score") == "final":
+            self.save_best()  # the weights the final evaluation scores
         if non_monotone and r["stop_on_nonmono"]:
             p.finished = True
         elif non_monotone and r["optimizer"] == "nt_asgd" and not self.averager.active:
@@ -279,6 +283,7 @@ class LanguageModelTask:
             "params_recurrent": model.recurrent_parameter_count(),
             "param_budget": cfg["architecture"].get("param_budget"), "train_tokens": self.corpus.train.numel(),
             "epochs": len(p.history), "best_epoch": p.best_epoch,
+            "scored_epoch": len(p.history) if r.get("score") == "final" else p.best_epoch,
             "best_val_loss_during_training": p.best_val_loss,
             "val_loss": val_loss, "val_ppl": perplexity(val_loss),
             "test_loss": test_loss, "test_ppl": perplexity(test_loss),

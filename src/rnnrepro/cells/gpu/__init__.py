@@ -6,8 +6,12 @@ step is a few element-wise operators and at most one small product). Two remedie
 
 - ``kernels``: Triton kernels (:mod:`.kernels`) -- a whole-sequence scan for LRN and SRU (one launch
   per layer and direction), fused element-wise steps between the step products for ATR, the PRU's
-  LSTM gating, the single-bias GRU (and the LRU family) and RHN. Used for CUDA float32/float64 tensors
-  when Triton is importable (CUDA builds of torch ship it; CPU builds do not, so it is imported lazily).
+  LSTM gating, the single-bias GRU (and the LRU family), RHN and the Nested LSTM. Used for CUDA
+  float32/float64 tensors when Triton is importable (CUDA builds of torch ship it; CPU builds do not,
+  so it is imported lazily).
+- ``triton_products`` (with ``kernels``; off by default, measured slower): the Nested LSTM's step
+  products, float32 and batches up to 64, through a Triton split-K kernel instead of cuBLAS (whose few
+  thread blocks walk all of K at these shapes); off, its fused steps keep cuBLAS's products.
 - ``graphs``: :func:`captured` replays a cell's whole time loop (forward or hand-written backward) as
   one CUDA graph, captured once per shape (BPTT lengths vary, so one graph per length). Cells whose
   loop autograd records (PRU) use :func:`graphed`, which captures the loop's forward and autograd's
@@ -30,7 +34,9 @@ from typing import Callable
 
 import torch
 
-_SETTINGS = {"kernels": True, "graphs": True, "cpu_kernels": False}
+# triton_products is off: on an H200 the split-K products made the Nested LSTM's step slower at the AWD
+# shape (3.37x cuDNN's LSTM, against 2.90x for its eager loop in a graph; docs/gpu.md).
+_SETTINGS = {"kernels": True, "graphs": True, "triton_products": False, "cpu_kernels": False}
 
 #: most captured loops kept per process (each holds its own static buffers: a few MB at the AWD shape)
 GRAPH_CACHE_SIZE = 256
@@ -38,7 +44,8 @@ GRAPH_CACHE_SIZE = 256
 
 @contextlib.contextmanager
 def settings(**changes: bool):
-    """Temporarily switch fast paths: ``kernels``, ``graphs``, ``cpu_kernels`` (interpreter tests)."""
+    """Temporarily switch fast paths: ``kernels``, ``graphs``, ``triton_products``, ``cpu_kernels``
+    (interpreter tests)."""
     unknown = set(changes) - set(_SETTINGS)
     if unknown:
         raise ValueError(f"unknown GPU fast-path setting(s) {sorted(unknown)}; known: {sorted(_SETTINGS)}")
@@ -67,6 +74,12 @@ def kernels_for(*tensors: torch.Tensor):
         return None
     from . import kernels
     return kernels
+
+
+def split_products_for(kernels, step_input: torch.Tensor) -> bool:
+    """Whether a fused loop (``kernels`` from :func:`kernels_for`) should run its step products through
+    Triton's split-K kernel rather than cuBLAS: float32, batches up to ``kernels.SPLIT_MOST_ROWS``."""
+    return _SETTINGS["triton_products"] and kernels.split_product_usable(step_input)
 
 
 def graphs_for(*tensors: torch.Tensor) -> bool:
@@ -109,12 +122,13 @@ def captured(loop: Callable, tensors: tuple[torch.Tensor, ...], constants: tuple
 
     ``loop`` must only launch GPU work (no host synchronisation, no data-dependent Python control
     flow) and return a tensor or a tuple of tensors; ``constants`` are hashable non-tensor arguments.
-    The key is the loop, every tensor's shape, strides, dtype and device, and the constants, so each
-    BPTT length gets its own graph. Without CUDA tensors (or with ``graphs`` off) it just calls ``loop``.
+    The key is the loop, every tensor's shape, strides, dtype and device, the constants and the settings
+    in force (a loop captured with the kernels on is not replayed with them off), so each BPTT length
+    gets its own graph. Without CUDA tensors (or with ``graphs`` off) it just calls ``loop``.
     """
     if not graphs_for(*tensors):
         return loop(*constants, *tensors)
-    key = (loop, constants,
+    key = (loop, constants, tuple(_SETTINGS.items()),
            tuple((tuple(t.shape), t.stride(), t.dtype, t.device) for t in tensors))
     entry = _CACHE.get(key)
     if entry is None:
@@ -143,7 +157,7 @@ def graphed(loop: Callable, tensors: tuple[torch.Tensor, ...]):
     if not (torch.is_grad_enabled() and any(t.requires_grad for t in tensors)):
         with torch.no_grad():
             return captured(loop, tensors)
-    key = ("autograd", loop,
+    key = ("autograd", loop, tuple(_SETTINGS.items()),
            tuple((tuple(t.shape), t.stride(), t.dtype, t.device, t.requires_grad) for t in tensors))
     graphed_loop = _CACHE.get(key)
     if graphed_loop is None:

@@ -1,5 +1,5 @@
 """Triton kernels for the element-wise recurrences: whole-sequence scans (LRN, SRU) and fused steps (ATR,
-the PRU's LSTM gating, the single-bias GRU, RHN).
+the PRU's LSTM gating, the single-bias GRU, RHN, the Nested LSTM), and split-K step products.
 
 Imported only through :mod:`rnnrepro.cells.gpu` when Triton is installed (it ships with CUDA builds of
 torch, not with CPU ones). Each kernel computes exactly the quantities the cell's eager loop computes
@@ -14,7 +14,12 @@ Fused steps (ATR, PRU, GRU, RHN): a step needs ``U h_{t-1}`` (a cuBLAS product) 
 cannot be one element-wise kernel; the product stays a ``torch.addmm`` / ``torch.baddbmm`` and everything
 else of the step (ATR: two sigmoids, the twin-gate combination and the tanh; PRU: the LSTM gating, ~10
 operators; GRU: the gates and r ⊙ h, then the candidate and the update; RHN: a micro-layer's gates and
-highway update), or its derivative, is one kernel per product.
+highway update), or its derivative, is one kernel per product. Nested LSTM: one kernel per level after its
+product (the innermost one also finishes the level above it); backward, one kernel down the levels and
+one per inner level's product on the way up.
+
+Split-K products (Nested LSTM, float32): its step products (two per step and direction, K up to 4M) run
+through ``split_product``, whose partial sums the next fused kernel adds (see that section for why).
 
 Every input is a (T, B, M)-shaped view whose last dimension is contiguous; views into the packed
 projections are passed with their strides, not copied. ``tanh`` is written through ``exp`` because
@@ -432,3 +437,300 @@ def highway_backward(grad_s, gates, s, grad_pre) -> torch.Tensor:
     carry = torch.empty_like(s)
     _highway_backward_kernel[_grid(lanes)](grad_s, gates, s, grad_pre, carry, lanes, M, BLOCK=BLOCK)
     return carry
+
+
+# ---------------------------------------------------------------- Nested LSTM (fused steps)
+# Per level the gates (B, 4M) hold rows i, f, g, o; an inner level's input (B, 2M) is [x̃; h̃] = [i g; f c].
+# A kernel that follows a step product reads it either whole (SPLITS = 1: cuBLAS already added the step's
+# other term) or as SPLITS partial sums over K from ``split_product`` (``s_split`` apart) plus the step's
+# other term ``add`` (rows ``s_add`` apart; 0 broadcasts a bias). The sum's order is fixed: deterministic.
+@triton.jit
+def _product_at(pre, s_split, add, s_add, b, col, width, mask, SPLITS: tl.constexpr, HAS_ADD: tl.constexpr):
+    """Element (b, col) of a step product of row width ``width``: its partials summed, plus ``add``."""
+    offset = b * width + col
+    total = tl.load(pre + offset, mask=mask)
+    for split in tl.static_range(1, SPLITS):
+        total += tl.load(pre + split * s_split + offset, mask=mask)
+    if HAS_ADD:
+        total += tl.load(add + b * s_add + col, mask=mask)
+    return total
+
+
+@triton.jit
+def _nested_outer_step_kernel(pre, s_split, add, s_add, gates, c_prev, inner_input, lanes_total, m,
+                              SPLITS: tl.constexpr, HAS_ADD: tl.constexpr, IDENTITY_G: tl.constexpr,
+                              BLOCK: tl.constexpr):
+    lanes = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = lanes < lanes_total
+    b = lanes // m
+    u = lanes % m
+    i = tl.sigmoid(_product_at(pre, s_split, add, s_add, b, u, 4 * m, mask, SPLITS, HAS_ADD))
+    f = tl.sigmoid(_product_at(pre, s_split, add, s_add, b, u + m, 4 * m, mask, SPLITS, HAS_ADD))
+    g = _product_at(pre, s_split, add, s_add, b, u + 2 * m, 4 * m, mask, SPLITS, HAS_ADD)
+    if not IDENTITY_G:
+        g = _tanh(g)
+    o = tl.sigmoid(_product_at(pre, s_split, add, s_add, b, u + 3 * m, 4 * m, mask, SPLITS, HAS_ADD))
+    base = b * 4 * m + u
+    tl.store(gates + base, i, mask=mask)
+    tl.store(gates + base + m, f, mask=mask)
+    tl.store(gates + base + 2 * m, g, mask=mask)
+    tl.store(gates + base + 3 * m, o, mask=mask)
+    tl.store(inner_input + b * 2 * m + u, i * g, mask=mask)                                       # x̃
+    tl.store(inner_input + b * 2 * m + m + u, f * tl.load(c_prev + lanes, mask=mask), mask=mask)  # h̃
+
+
+@triton.jit
+def _nested_innermost_step_kernel(pre, s_split, add, s_add, gates, c_prev, c_next, tanh_c, gates_above, c_above,
+                                  tanh_above, out_above, lanes_total, m, SPLITS: tl.constexpr,
+                                  HAS_ADD: tl.constexpr, BLOCK: tl.constexpr):
+    lanes = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = lanes < lanes_total
+    b = lanes // m
+    u = lanes % m
+    i = tl.sigmoid(_product_at(pre, s_split, add, s_add, b, u, 4 * m, mask, SPLITS, HAS_ADD))
+    f = tl.sigmoid(_product_at(pre, s_split, add, s_add, b, u + m, 4 * m, mask, SPLITS, HAS_ADD))
+    g = _tanh(_product_at(pre, s_split, add, s_add, b, u + 2 * m, 4 * m, mask, SPLITS, HAS_ADD))
+    o = tl.sigmoid(_product_at(pre, s_split, add, s_add, b, u + 3 * m, 4 * m, mask, SPLITS, HAS_ADD))
+    base = b * 4 * m + u
+    tl.store(gates + base, i, mask=mask)
+    tl.store(gates + base + m, f, mask=mask)
+    tl.store(gates + base + 2 * m, g, mask=mask)
+    tl.store(gates + base + 3 * m, o, mask=mask)
+    c = i * g + f * tl.load(c_prev + lanes, mask=mask)
+    squashed = _tanh(c)
+    tl.store(c_next + lanes, c, mask=mask)
+    tl.store(tanh_c + lanes, squashed, mask=mask)
+    # the level above: its memory is this level's output, and its own output follows from its o gate
+    above = o * squashed
+    squashed_above = _tanh(above)
+    tl.store(c_above + lanes, above, mask=mask)
+    tl.store(tanh_above + lanes, squashed_above, mask=mask)
+    tl.store(out_above + lanes, tl.load(gates_above + base + 3 * m, mask=mask) * squashed_above, mask=mask)
+
+
+@triton.jit
+def _nested_output_kernel(gates, c, tanh_c, out, lanes_total, m, BLOCK: tl.constexpr):
+    lanes = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = lanes < lanes_total
+    squashed = _tanh(tl.load(c + lanes, mask=mask))
+    tl.store(tanh_c + lanes, squashed, mask=mask)
+    o = tl.load(gates + (lanes // m) * 4 * m + lanes % m + 3 * m, mask=mask)
+    tl.store(out + lanes, o * squashed, mask=mask)
+
+
+@triton.jit
+def _nested_output_backward_kernel(pre, s_split, add, s_add, grad_c, gates, tanh_c, grad_pre, grad_c_total,
+                                   lanes_total, m, SPLITS: tl.constexpr, HAS_ADD: tl.constexpr,
+                                   BLOCK: tl.constexpr):
+    lanes = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = lanes < lanes_total
+    b = lanes // m
+    u = lanes % m
+    grad_out = _product_at(pre, s_split, add, s_add, b, u, m, mask, SPLITS, HAS_ADD)
+    o_at = b * 4 * m + u + 3 * m
+    o = tl.load(gates + o_at, mask=mask)
+    squashed = tl.load(tanh_c + lanes, mask=mask)
+    tl.store(grad_pre + o_at, grad_out * squashed * o * (1.0 - o), mask=mask)
+    total = tl.load(grad_c + lanes, mask=mask) + grad_out * o * (1.0 - squashed * squashed)
+    tl.store(grad_c_total + lanes, total, mask=mask)
+
+
+@triton.jit
+def _nested_innermost_backward_kernel(pre, s_split, add, s_add, grad_c_above, gates_above, tanh_above, grad_pre_above,
+                                      grad_c, gates, tanh_c, c_prev, grad_pre, carry, lanes_total, m,
+                                      SPLITS: tl.constexpr, HAS_ADD: tl.constexpr, BLOCK: tl.constexpr):
+    lanes = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = lanes < lanes_total
+    b = lanes // m
+    u = lanes % m
+    base = b * 4 * m + u
+    # the level above: the gradient of its output, through its o gate to its memory (this level's output)
+    grad_out = _product_at(pre, s_split, add, s_add, b, u, m, mask, SPLITS, HAS_ADD)
+    o_above = tl.load(gates_above + base + 3 * m, mask=mask)
+    squashed_above = tl.load(tanh_above + lanes, mask=mask)
+    tl.store(grad_pre_above + base + 3 * m, grad_out * squashed_above * o_above * (1.0 - o_above), mask=mask)
+    grad_above = tl.load(grad_c_above + lanes, mask=mask) + grad_out * o_above * (1.0 - squashed_above * squashed_above)
+    # this level: its o gate, then c = f c_prev + i g
+    i = tl.load(gates + base, mask=mask)
+    f = tl.load(gates + base + m, mask=mask)
+    g = tl.load(gates + base + 2 * m, mask=mask)
+    o = tl.load(gates + base + 3 * m, mask=mask)
+    squashed = tl.load(tanh_c + lanes, mask=mask)
+    tl.store(grad_pre + base + 3 * m, grad_above * squashed * o * (1.0 - o), mask=mask)
+    dc = tl.load(grad_c + lanes, mask=mask) + grad_above * o * (1.0 - squashed * squashed)
+    tl.store(grad_pre + base, dc * g * i * (1.0 - i), mask=mask)
+    tl.store(grad_pre + base + m, dc * tl.load(c_prev + lanes, mask=mask) * f * (1.0 - f), mask=mask)
+    tl.store(grad_pre + base + 2 * m, dc * i * (1.0 - g * g), mask=mask)
+    tl.store(carry + lanes, dc * f, mask=mask)
+
+
+@triton.jit
+def _nested_inner_input_backward_kernel(pre, s_split, gates, c_prev, grad_pre, carry, lanes_total, m,
+                                        SPLITS: tl.constexpr, IDENTITY_G: tl.constexpr, BLOCK: tl.constexpr):
+    lanes = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = lanes < lanes_total
+    b = lanes // m
+    u = lanes % m
+    grad_x = _product_at(pre, s_split, pre, 0, b, u, 2 * m, mask, SPLITS, False)          # dL/dx̃
+    grad_h = _product_at(pre, s_split, pre, 0, b, u + m, 2 * m, mask, SPLITS, False)      # dL/dh̃
+    base = b * 4 * m + u
+    i = tl.load(gates + base, mask=mask)
+    f = tl.load(gates + base + m, mask=mask)
+    g = tl.load(gates + base + 2 * m, mask=mask)
+    through_g = i                      # d(i g)/d pre_g: g is the identity at level 0
+    if not IDENTITY_G:
+        through_g = i * (1.0 - g * g)  # tanh inside
+    tl.store(grad_pre + base, grad_x * g * i * (1.0 - i), mask=mask)
+    tl.store(grad_pre + base + m, grad_h * tl.load(c_prev + lanes, mask=mask) * f * (1.0 - f), mask=mask)
+    tl.store(grad_pre + base + 2 * m, grad_x * through_g, mask=mask)
+    tl.store(carry + lanes, grad_h * f, mask=mask)
+
+
+class StepInput:
+    """A step product as a fused kernel reads it: a tensor that holds it whole (``splits`` = 1), or
+    ``splits`` partial sums (splits, B, width) from ``split_product`` plus ``add`` (rows ``s_add`` apart)."""
+
+    __slots__ = ("pre", "s_split", "add", "s_add", "splits")
+
+    def __init__(self, pre: torch.Tensor, splits: int = 1, add: torch.Tensor | None = None, s_add: int = 0):
+        assert pre.stride(-1) == 1 and (splits == 1 or pre.is_contiguous())
+        self.pre, self.splits = pre, splits
+        self.s_split = pre.stride(0) if splits > 1 else 0
+        self.add, self.s_add = (pre, 0) if add is None else (add, s_add)
+
+    def arguments(self) -> tuple:
+        return self.pre, self.s_split, self.add, self.s_add
+
+    def flags(self) -> dict:
+        return dict(SPLITS=self.splits, HAS_ADD=self.add is not self.pre)
+
+
+def nested_outer_step(product: StepInput, gates, c_prev, inner_input, identity_g: bool) -> None:
+    """Gates of an outer level (i, f, σ_c(g), o; σ_c the identity at level 0, tanh inside) into ``gates``
+    (B, 4M), and the next level's input [i g; f c_prev] into ``inner_input`` (B, 2M)."""
+    lanes, m = c_prev.numel(), c_prev.size(-1)
+    _nested_outer_step_kernel[_grid(lanes)](*product.arguments(), gates, c_prev, inner_input, lanes, m,
+                                            IDENTITY_G=identity_g, BLOCK=BLOCK, **product.flags())
+
+
+def nested_innermost_step(product: StepInput, gates, c_prev, c_next, tanh_c, gates_above, c_above, tanh_above,
+                          out_above) -> None:
+    """The innermost level's gates, memory c_next = f c_prev + i g and tanh(c_next); then the level above:
+    its memory c_above = o tanh(c_next), tanh(c_above), and its output o_above tanh(c_above)."""
+    lanes, m = c_prev.numel(), c_prev.size(-1)
+    _nested_innermost_step_kernel[_grid(lanes)](*product.arguments(), gates, c_prev, c_next, tanh_c, gates_above,
+                                                c_above, tanh_above, out_above, lanes, m, BLOCK=BLOCK,
+                                                **product.flags())
+
+
+def nested_output(gates, c, tanh_c, out) -> None:
+    """A level's output o tanh(c) into ``out``, and tanh(c) into ``tanh_c``."""
+    lanes, m = c.numel(), c.size(-1)
+    _nested_output_kernel[_grid(lanes)](gates, c, tanh_c, out, lanes, m, BLOCK=BLOCK)
+
+
+def nested_output_backward(grad_out: StepInput, grad_c, gates, tanh_c, grad_pre) -> torch.Tensor:
+    """Through a level's output o tanh(c): writes dL/d(o's pre-activation) into ``grad_pre`` (B, 4M) and
+    returns dL/dc in all (``grad_c``, what the memory's later uses give, plus what the output gives)."""
+    lanes, m = grad_c.numel(), grad_c.size(-1)
+    total = torch.empty_like(grad_c)
+    _nested_output_backward_kernel[_grid(lanes)](*grad_out.arguments(), grad_c, gates, tanh_c, grad_pre, total,
+                                                 lanes, m, BLOCK=BLOCK, **grad_out.flags())
+    return total
+
+
+def nested_innermost_backward(grad_out: StepInput, grad_c_above, gates_above, tanh_above, grad_pre_above, grad_c,
+                              gates, tanh_c, c_prev, grad_pre) -> torch.Tensor:
+    """The innermost step's backward from dL/d(output of the level above): that level's o row into
+    ``grad_pre_above``, every row of this level into ``grad_pre``; returns dL/dc_prev of this level."""
+    lanes, m = grad_c.numel(), grad_c.size(-1)
+    carry = torch.empty_like(grad_c)
+    _nested_innermost_backward_kernel[_grid(lanes)](*grad_out.arguments(), grad_c_above, gates_above, tanh_above,
+                                                    grad_pre_above, grad_c, gates, tanh_c, c_prev, grad_pre, carry,
+                                                    lanes, m, BLOCK=BLOCK, **grad_out.flags())
+    return carry
+
+
+def nested_inner_input_backward(grad_input: StepInput, gates, c_prev, grad_pre, identity_g: bool) -> torch.Tensor:
+    """From dL/d[x̃; h̃] of the level below (B, 2M): rows i, f, g of an outer level into ``grad_pre``;
+    returns that level's dL/dc_prev (through h̃ = f c_prev)."""
+    lanes, m = c_prev.numel(), c_prev.size(-1)
+    carry = torch.empty_like(c_prev)
+    _nested_inner_input_backward_kernel[_grid(lanes)](grad_input.pre, grad_input.s_split, gates, c_prev, grad_pre,
+                                                      carry, lanes, m, SPLITS=grad_input.splits,
+                                                      IDENTITY_G=identity_g, BLOCK=BLOCK)
+    return carry
+
+
+# ---------------------------------------------------------------- split-K step products (float32)
+# A recurrence's step product has only B (20-64) rows: cuBLAS then runs few thread blocks, each walking the
+# whole K dimension (1150-4600) in turn, far below the GPU's arithmetic or memory speed. Here K is cut into
+# SPLITS slices, one program per (column tile, slice), each writing its partial sum; the fused kernel that
+# consumes the product adds the partials in a fixed order (so the result does not depend on scheduling).
+# The block sizes are an untuned first choice.
+SPLIT_BLOCK_N = 64
+SPLIT_BLOCK_K = 32
+#: programs a split product aims for, per streaming multiprocessor
+SPLIT_PROGRAMS_PER_SM = 2
+#: most slices of K (each adds a (B, N) partial that the consumer reads)
+MOST_SPLITS = 16
+#: most rows (the batch) a split product takes; larger batches use cuBLAS
+SPLIT_MOST_ROWS = 64
+
+
+@triton.jit
+def _split_product_kernel(x, s_xb, matrix, s_mk, s_mn, partials, B, K, N, blocks_per_split,
+                          BLOCK_B: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
+    cols = tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N)
+    split = tl.program_id(1)
+    rows = tl.arange(0, BLOCK_B)
+    acc = tl.zeros([BLOCK_B, BLOCK_N], dtype=tl.float32)
+    for block in range(blocks_per_split):
+        ks = (split * blocks_per_split + block) * BLOCK_K + tl.arange(0, BLOCK_K)
+        a = tl.load(x + rows[:, None] * s_xb + ks[None, :], mask=(rows[:, None] < B) & (ks[None, :] < K), other=0.0)
+        w = tl.load(matrix + ks[:, None] * s_mk + cols[None, :] * s_mn, mask=(ks[:, None] < K) & (cols[None, :] < N),
+                    other=0.0)
+        acc = tl.dot(a, w, acc, input_precision="ieee")
+    tl.store(partials + split * B * N + rows[:, None] * N + cols[None, :], acc,
+             mask=(rows[:, None] < B) & (cols[None, :] < N))
+
+
+def split_product_usable(x: torch.Tensor) -> bool:
+    """Whether ``split_product`` takes this step input (float32, at most SPLIT_MOST_ROWS rows)."""
+    return x.dtype == torch.float32 and x.size(0) <= SPLIT_MOST_ROWS
+
+
+def _streaming_multiprocessors(device: torch.device) -> int:
+    if device.type == "cuda":
+        return torch.cuda.get_device_properties(device).multi_processor_count
+    return 4   # Triton's interpreter on CPU tensors (tests): any count exercises the slicing
+
+
+def split_count(batch: int, k: int, n: int, device: torch.device) -> tuple[int, int]:
+    """(slices of K, K per slice) for a (batch x k) @ (k x n) product."""
+    tiles = triton.cdiv(n, SPLIT_BLOCK_N)
+    wanted = max(1, min(MOST_SPLITS, round(SPLIT_PROGRAMS_PER_SM * _streaming_multiprocessors(device) / tiles)))
+    k_per_split = triton.cdiv(triton.cdiv(k, wanted), SPLIT_BLOCK_K) * SPLIT_BLOCK_K
+    return triton.cdiv(k, k_per_split), k_per_split
+
+
+def split_product(x: torch.Tensor, matrix: torch.Tensor, add: torch.Tensor | None = None) -> StepInput:
+    """x (B, K) @ matrix (K, N, any strides: pass W.t() for x W^T) as partial sums over slices of K, for a
+    fused kernel to finish; ``add`` (B, N) or (N,) is added there."""
+    assert split_product_usable(x) and x.stride(-1) == 1 and matrix.dtype == x.dtype
+    (batch, k), n = x.shape, matrix.size(1)
+    splits, k_per_split = split_count(batch, k, n, x.device)
+    partials = x.new_empty(splits, batch, n)
+    grid = (triton.cdiv(n, SPLIT_BLOCK_N), splits)
+    _split_product_kernel[grid](x, x.stride(0), matrix, matrix.stride(0), matrix.stride(1), partials, batch, k, n,
+                                k_per_split // SPLIT_BLOCK_K, BLOCK_B=max(16, triton.next_power_of_2(batch)),
+                                BLOCK_N=SPLIT_BLOCK_N, BLOCK_K=SPLIT_BLOCK_K)
+    if add is None:
+        return StepInput(partials, splits)
+    return StepInput(partials, splits, add, add.stride(0) if add.dim() == 2 else 0)
+
+
+def sum_product(product: StepInput) -> torch.Tensor:
+    """The finished product (B, N) of a StepInput, for where no fused kernel consumes it."""
+    total = product.pre.sum(dim=0) if product.pre.dim() == 3 else product.pre
+    return total if product.add is product.pre else total + product.add
