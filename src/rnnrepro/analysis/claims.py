@@ -586,8 +586,10 @@ def table_problems(table: pd.DataFrame, study: dict, config: dict, name: str) ->
         if f"{column}_samples" in table.columns:
             problems += _samples_problems(table[f"{column}_samples"])
     spec = grid.artifact_spec(study, config, artifact)
-    if spec.get("needs_training", True):
-        keys = [column for column in ("dataset", "model") if column in table.columns]
+    keys = [column for column in ("dataset", "model") if column in table.columns]
+    if table.empty:
+        problems.append("no rows")
+    elif keys and spec.get("needs_training", True):
         found = set(table[keys].astype(str).itertuples(index=False, name=None))
         expected = list(itertools.product(*(spec[f"{column}s"] for column in keys)))
         missing = [combination for combination in expected if combination not in found]
