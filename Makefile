@@ -1,10 +1,13 @@
 # The README's two commands:
-#   make smoke   set up .venv, run the whole pipeline on the smoke budget (CPU minutes), write results/report.html
+#   make smoke   set up .venv, run the whole pipeline on the smoke budget (CPU minutes), write results/smoke/report.html
 #   make test    set up .venv and run the test suite
-# Everything is installed from requirements.txt (exact pins) into .venv; `make clean` removes results.
+# Everything is installed from requirements.txt (exact pins) into .venv.
+#   make clean                 remove the smoke budget's results, logs and synthetic corpora, naming them
+#   make clean BUDGET=cpu      another budget's (paper: results/ and logs/ without the other budgets' folders)
 
 VENV    ?= .venv
 PYTHON3 ?= python3
+BUDGET  ?= smoke
 BIN     := $(abspath $(VENV))/bin
 STAMP   := $(VENV)/.installed
 # Rules call `python`: make it the venv's.
@@ -17,8 +20,11 @@ export PATH := $(BIN):$(PATH)
 
 setup: $(STAMP)
 
+# The pinned numpy and pandas need Python 3.11 (pyproject.toml's requires-python): said before pip
+# fails on them.
 $(STAMP): requirements.txt pyproject.toml
-	$(PYTHON3) -m venv "$(VENV)"
+	@"$(PYTHON3)" -c 'import sys; sys.version_info >= (3, 11) or sys.exit("make setup: $(PYTHON3) is Python " + sys.version.split()[0] + "; the pinned packages need Python 3.11 or newer: name one, e.g. make setup PYTHON3=python3.11")'
+	"$(PYTHON3)" -m venv "$(VENV)"
 	"$(BIN)/python" -m pip install --disable-pip-version-check -q --no-compile -r requirements.txt
 	@# The bytecode pip would write one file at a time, written on every core instead (about 9 s less
 	@# on 2 cores). As with pip, a file this Python cannot compile (torch ships some for newer ones) is
@@ -30,16 +36,18 @@ $(STAMP): requirements.txt pyproject.toml
 # Then the Snakemake report of that run: every table and figure with its caption, in one HTML file.
 smoke: $(STAMP)
 	"$(BIN)/snakemake" --profile profiles/smoke all
-	"$(BIN)/snakemake" --profile profiles/smoke --report results/report.html all
+	"$(BIN)/snakemake" --profile profiles/smoke --report results/smoke/report.html all
 
 # A cell of your own beside the baselines (docs/custom_cells.md): the minimal gated unit of
 # examples/mgu.py in PRU Table 1 and the LRU accuracy comparison, on the smoke budget (CPU minutes).
 example: $(STAMP)
-	"$(BIN)/snakemake" --profile profiles/smoke results/tables/pru_table1.csv results/tables/lru_accuracy.csv \
+	"$(BIN)/snakemake" --profile profiles/smoke results/smoke/tables/pru_table1.csv results/smoke/tables/lru_accuracy.csv \
 		--configfile profiles/smoke/run-config.yaml examples/mgu.yaml
 
 test: $(STAMP)
 	"$(BIN)/python" -m pytest
 
+# Only the budget's own files, by the layout the workflow writes (src/rnnrepro/layout.py, standard
+# library only: any Python 3 runs it, .venv or not).
 clean:
-	rm -rf results logs .snakemake data/processed/synth_*
+	PYTHONPATH=src "$(PYTHON3)" -m rnnrepro.clean "$(BUDGET)"

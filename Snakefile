@@ -1,10 +1,14 @@
 # rnnrepro — the workflow's table of contents. Rules live in workflow/rules/, the config in config/.
-#   snakemake --cores 8 --use-conda all                      every table and figure (budget from config)
-#   snakemake --cores 8 results/paper/tables/pru_table1.csv  one artifact (results/<budget>/; smoke: results/)
-#   snakemake --profile profiles/smoke                       the CPU smoke run (what `make smoke` runs)
+#   snakemake --cores 8 --use-conda all               every table and figure (budget from config: paper)
+#   snakemake --cores 8 results/tables/pru_table1.csv   one artifact (paper: results/; other budgets: results/<budget>/)
+#   snakemake --profile profiles/smoke all              the CPU smoke run (what `make smoke` runs)
 from snakemake.utils import min_version
 
 min_version("9.0")
+
+
+# a YAML mistake in the config file named with its line, before Snakemake reads it
+include: "workflow/rules/config_file.smk"
 
 
 configfile: "config/config.yaml"
@@ -26,3 +30,7 @@ rule all:
     default_target: True
     input:
         all_artifacts(),
+
+
+# The targets asked for, checked against every budget's outputs before Snakemake plans (common.smk).
+check_the_command()

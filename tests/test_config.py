@@ -100,7 +100,7 @@ def test_table1_grid_paper_budget(run_config, pru):
     cells = grid.artifact_cells(pru, run_config, "table1")
     assert len(cells) == 2 * 10
     assert {c.corpus for c in cells} == {"ptb", "wt2"}
-    assert cells[0].run_dir == "results/paper/runs/pru/ptb/lstm_m1000/frac100/seed1111"
+    assert cells[0].run_dir == "results/runs/pru/ptb/lstm_m1000/frac100/seed1111"
 
 
 def test_resolved_cell_follows_recipe_dataset_and_budget(run_config, pru):
@@ -148,7 +148,7 @@ def test_budget_head_sizes_or_replaces_the_mixture_of_softmaxes(run_config):
 def test_finetune_cell_points_at_its_parent(run_config, pru):
     cell = grid.Cell("pru", "ptb", "awd_pru_g4_k2_m1400_ft", 100, 7, run_config["budget"])
     resolved = grid.resolve_cell(pru, run_config, cell)
-    assert resolved["init_from"] == "results/paper/runs/pru/ptb/awd_pru_g4_k2_m1400/frac100/seed7/model.pt"
+    assert resolved["init_from"] == "results/runs/pru/ptb/awd_pru_g4_k2_m1400/frac100/seed7/model.pt"
     assert resolved["recipe"]["optimizer"] == "asgd" and resolved["recipe"]["stop_on_nonmono"]
 
 
@@ -203,17 +203,17 @@ def test_bad_config_file_value_still_names_the_file(run_config):
 
 def test_snakemake_reads_command_line_values_and_keeps_the_smoke_profile(tmp_path):
     project = copy_project(tmp_path)
-    planned = snakemake(project, "-n", "results/tables/pru_table1.csv",
+    planned = snakemake(project, "-n", "results/smoke/tables/pru_table1.csv",
                         "--config", "budget=smoke", "trust_unverified_downloads=true", "seeds=[1111,1112]")
     assert planned.returncode == 0, planned.stderr[-3000:]
     assert "seed1112/metrics.json" in planned.stdout
     # an extra --config adds to the profile's settings (smoke budget: synthetic corpora only)
-    planned = snakemake(project, "-n", "--profile", "profiles/smoke", "results/tables/pru_table1.csv",
+    planned = snakemake(project, "-n", "--profile", "profiles/smoke", "results/smoke/tables/pru_table1.csv",
                         "--config", f"data_mirror={tmp_path}")
     assert planned.returncode == 0, planned.stderr[-3000:]
     raw = set(re.findall(r"output: (data/raw/[^/\s]+)/", planned.stdout))
     assert raw and all(path.startswith("data/raw/synth_") for path in raw), raw
-    refused = snakemake(project, "-n", "results/paper/tables/pru_table1.csv", "--config", "seeds=[1111,x]")
+    refused = snakemake(project, "-n", "results/tables/pru_table1.csv", "--config", "seeds=[1111,x]")
     assert refused.returncode != 0 and "the command line (--config seeds=" in refused.stdout + refused.stderr
 
 
@@ -290,7 +290,7 @@ def test_snakemake_stops_on_a_bad_cell_option_before_any_job(tmp_path):
     text = study.read_text()
     assert "cell_options: {groups: 4, levels: 2}" in text
     study.write_text(text.replace("cell_options: {groups: 4, levels: 2}", "cell_options: {groups: 4, levles: 2}", 1))
-    planned = snakemake(project, "-n", "results/paper/tables/pru_table1.csv")
+    planned = snakemake(project, "-n", "results/tables/pru_table1.csv")
     output = planned.stdout + planned.stderr
     assert planned.returncode != 0
     assert f"{study} is invalid" in output and "unknown option 'levles'" in output

@@ -307,8 +307,8 @@ def test_example_through_two_studies_end_to_end(tmp_path):
     project = copy_project(tmp_path)
     shutil.copytree(REPO_ROOT / "examples", project / "examples", ignore=shutil.ignore_patterns("__pycache__"))
     cut_smoke_grid(project)
-    targets = ["results/tables/pru_table1.csv", "results/figures/pru_table1.png",
-               "results/tables/lru_accuracy.csv", "results/figures/lru_curves.png"]
+    targets = ["results/smoke/tables/pru_table1.csv", "results/smoke/figures/pru_table1.png",
+               "results/smoke/tables/lru_accuracy.csv", "results/smoke/figures/lru_curves.png"]
     configs = ["--configfile", "profiles/smoke/run-config.yaml", "examples/mgu.yaml"]
 
     bad = project / "bad.yaml"
@@ -321,21 +321,21 @@ def test_example_through_two_studies_end_to_end(tmp_path):
 
     run = snakemake(project, "--profile", "profiles/smoke", *targets, *configs)
     assert run.returncode == 0, run.stderr[-3000:]
-    pru = pd.read_csv(project / "results/tables/pru_table1.csv")
+    pru = pd.read_csv(project / "results/smoke/tables/pru_table1.csv")
     assert list(pru["model"]) == ["lstm_m1000", "mgu"]
     assert pru.set_index("model").loc["mgu", "cell"] == MGU and pru["paper_test_ppl"].isna().tolist() == [False, True]
-    lru = pd.read_csv(project / "results/tables/lru_accuracy.csv")
+    lru = pd.read_csv(project / "results/smoke/tables/lru_accuracy.csv")
     assert list(lru["model"]) == ["gru_24m", "lru_24m", "mgu"] and lru["unit"].iloc[-1] == "mgu"
     params = lru.set_index("model")["params"]
     assert abs(params["mgu"] - 24_000) <= 240 and abs(params["gru_24m"] - 24_000) <= 240
-    assert (project / "results/figures/lru_curves.png").stat().st_size > 0
+    assert (project / "results/smoke/figures/lru_curves.png").stat().st_size > 0
 
     # the generated claims resolve on the tables built (smoke: not tested, synthetic data)
     env_studies = {name: load_study(name, root=project, custom_cells=load_yaml(EXAMPLE)["custom_cells"],
                                     custom_source="examples/mgu.yaml") for name in ("pru", "lru")}
     config = {"budget": "smoke", "seeds": [1111]}
     card = scorecard(env_studies, config,
-                     [str(project / "results/tables/pru_table1.csv"), str(project / "results/tables/lru_accuracy.csv")])
+                     [str(project / "results/smoke/tables/pru_table1.csv"), str(project / "results/smoke/tables/lru_accuracy.csv")])
     generated = card[card["claim"].str.startswith("mgu_vs_")].set_index("claim")
     assert set(generated["verdict"]) == {NOT_TESTED} and generated["reason"].str.startswith("synthetic").all()
     assert generated.loc["mgu_vs_gru_24m[dataset=ptb_char]", "ours"] == (

@@ -815,9 +815,9 @@ def test_changing_or_dropping_the_mirror_retrains_nothing(tmp_path):
     make_tgz(archive_mirror / "toy_mirrored" / "toy.tgz", TOY_MEMBERS)
     smoke = ["budget=smoke", "device=cpu", "threads=1"]
     # one training cell of the smoke grid (the first one the lru accuracy table needs) and the toy corpus
-    plan = snakemake(project, "-n", "results/tables/lru_accuracy.csv", "--config", *smoke)
+    plan = snakemake(project, "-n", "results/smoke/tables/lru_accuracy.csv", "--config", *smoke)
     assert plan.returncode == 0, plan.stderr
-    cell = re.search(r"results/runs/lru/\S+?/metrics\.json", plan.stdout).group(0)
+    cell = re.search(r"results/smoke/runs/lru/\S+?/metrics\.json", plan.stdout).group(0)
     targets = [cell, "data/processed/toy_mirrored/stats.json"]
 
     run = snakemake(project, "--cores", "2", *targets, "--config", *smoke, f"data_mirror={members_mirror}")

@@ -460,8 +460,8 @@ def test_study_evaluations_resolve_per_budget():
     assert paper["lr"] == [3e-5, 4e-5, 5e-5, 6e-5, 7e-5, 1e-4] and paper["segment_length"] == 5
     assert smoke["method"] == "dynamic" and smoke["segment_length"] == 20 and smoke["tuned_segment_length"] == 5
     files = artifact_evaluation_files(study, {"budget": "smoke", "seeds": [1111]}, "fig3")
-    assert files == ["results/runs/pru/synth_ptb/pru_g4_k2_m1400/frac100/seed1111/entropy.json",
-                     "results/runs/pru/synth_ptb/lstm_m1000/frac100/seed1111/entropy.json"]
+    assert files == ["results/smoke/runs/pru/synth_ptb/pru_g4_k2_m1400/frac100/seed1111/entropy.json",
+                     "results/smoke/runs/pru/synth_ptb/lstm_m1000/frac100/seed1111/entropy.json"]
 
 
 def test_lrn_study_runs_the_authors_settings_per_dataset():
@@ -589,8 +589,8 @@ def test_analyses_name_a_damaged_model(tmp_path, read):
 
 def test_paper_budget_dry_run_lists_every_evaluation(tmp_path):
     project = copy_project(tmp_path)
-    result = snakemake(project, "-n", "results/paper/tables/pru_dynamic_eval.csv",
-                       "results/paper/tables/pru_fig3.csv", "results/paper/tables/pru_saliency.csv")
+    result = snakemake(project, "-n", "results/tables/pru_dynamic_eval.csv",
+                       "results/tables/pru_fig3.csv", "results/tables/pru_saliency.csv")
     assert result.returncode == 0, result.stderr[-3000:]
     counts = {line.split()[0]: int(line.split()[1]) for line in result.stdout.splitlines()
               if len(line.split()) == 2 and line.split()[1].isdigit()}

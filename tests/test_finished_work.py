@@ -21,7 +21,8 @@ from snakemake_runs import run_all
 from rnnrepro import grid, precision
 from rnnrepro.configuration import REPO_ROOT
 
-CELL = "results/runs/pru/synth_ptb/lstm_m1000/frac100/seed1111"
+SMOKE = grid.results_dir("smoke")  # the smoke profile's results tree (rnnrepro.layout)
+CELL = f"{SMOKE}/runs/pru/synth_ptb/lstm_m1000/frac100/seed1111"
 FINISHED = ("config.json", "history.csv", "metrics.json", "model.pt")
 
 
@@ -52,15 +53,15 @@ def test_precisions_are_refused_retrain_nothing_or_train_cells_of_their_own(tmp_
     files = finished_cell(project)
     logs = tmp_path / "dry_run_logs"
     logs.mkdir()
-    table = "results/tables/pru_table1.csv"
+    table = f"{SMOKE}/tables/pru_table1.csv"
     pru_cell = "pru/synth_ptb/pru_g4_k2_m1400/frac100/seed1111/metrics.json"
     avx2 = environment(project, ONEDNN_MAX_CPU_ISA="AVX2")
     runs = [(["-n", "--profile", "profiles/smoke", "--config", "precision=bf16", "--", table], avx2),
             (["--profile", "profiles/smoke", "--config", "precision=bf16", "--", table], avx2),
             (["-n", "-p", "--profile", "profiles/smoke", "--config", "precision=tf32", "--", f"{CELL}/metrics.json",
-              f"results/runs/{pru_cell}"], environment(project)),
+              f"{SMOKE}/runs/{pru_cell}"], environment(project)),
             (["-n", "-p", "--profile", "profiles/smoke", "--config", "precision=bf16", "--",
-              f"results/runs-bf16/{pru_cell}"], environment(project))]
+              f"{SMOKE}/runs-bf16/{pru_cell}"], environment(project))]
     (dry, (real, real_out), (tf32, tf32_out), (bf16, bf16_out)) = run_all(
         [(project, args, env, logs / f"{i}.log") for i, (args, env) in enumerate(runs)])
     for code, out in (dry, (real, real_out)):
@@ -74,11 +75,16 @@ def test_precisions_are_refused_retrain_nothing_or_train_cells_of_their_own(tmp_
     assert "tf32 on a CPU gives exactly fp32's numbers" in tf32_out
     assert '"precision": "fp32"' in tf32_out and '"precision": "tf32"' not in tf32_out and "runs-tf32" not in tf32_out
     assert bf16 == 0, bf16_out[-3000:]
-    assert '"precision": "bf16"' in bf16_out and "--run-dir results/runs-bf16/pru/synth_ptb/pru_g4_k2_m1400" in bf16_out
+    assert '"precision": "bf16"' in bf16_out and f"--run-dir {SMOKE}/runs-bf16/pru/synth_ptb/pru_g4_k2_m1400" in bf16_out
     assert unchanged(files)
 
 
 def test_the_run_folder_of_a_precision():
+    from rnnrepro import layout
+
+    # every precision but fp32 has run folders of its own, and `make clean` knows them as the budget's
+    assert {f"runs-{name}" for name in precision.PRECISIONS if name != precision.DEFAULT} == {
+        part for part in layout.RESULTS_PARTS if part.startswith("runs-")}
     cell = grid.Cell("pru", "ptb", "lstm_m1000", 100, 1111, "cpu", "bf16")
     assert cell.run_dir == f"{grid.results_dir('cpu')}/runs-bf16/pru/ptb/lstm_m1000/frac100/seed1111"
     assert grid.Cell("pru", "ptb", "lstm_m1000", 100, 1111, "cpu").run_dir.startswith(f"{grid.results_dir('cpu')}/runs/")
@@ -264,17 +270,19 @@ def test_a_notebook_that_fails_leaves_its_tables_and_runs_again(tmp_path):
     outputs, so a failing rebuild leaves the last good table, and the next run plans the notebook again
     (Snakemake records the failed job as if it had succeeded: the rule's last_failure param differs)."""
     project = copy_project(tmp_path)
-    table = project / "results/tables/pru_counts.csv"
-    built = snakemake(project, "--profile", "profiles/smoke", "results/tables/pru_counts.csv")
+    target = f"{SMOKE}/tables/pru_counts.csv"
+    table = project / target
+    built = snakemake(project, "--profile", "profiles/smoke", target)
     assert built.returncode == 0, built.stderr[-3000:]
     good = table.read_bytes()
     notebook = project / "notebooks/pru_counts.py"
     notebook.write_text(notebook.read_text() + "\n# %%\nraise RuntimeError('a notebook broken on purpose')\n")
     for attempt in range(2):  # the second run fails too: it was planned again, not taken for up to date
-        failed = snakemake(project, "--profile", "profiles/smoke", "results/tables/pru_counts.csv")
+        failed = snakemake(project, "--profile", "profiles/smoke", target)
         assert failed.returncode != 0, (attempt, failed.stderr[-2000:])
-        assert "a notebook broken on purpose" in (project / "logs/notebooks/pru_counts.log").read_text()
+        log = project / grid.logs_dir("smoke") / "notebooks/pru_counts.log"
+        assert "a notebook broken on purpose" in log.read_text()
         assert table.read_bytes() == good
         assert not list(table.parent.glob("*.partial.*"))
-    planned = snakemake(project, "-n", "--profile", "profiles/smoke", "results/tables/pru_counts.csv")
+    planned = snakemake(project, "-n", "--profile", "profiles/smoke", target)
     assert "notebook_pru_counts" in planned.stdout, planned.stdout[-2000:]

@@ -170,7 +170,7 @@ def test_config_check_refuses_a_cell_that_cannot_run_bf16():
 def test_dry_run_refuses_bf16_for_the_lru(tmp_path):
     project = copy_project(tmp_path)
     result = snakemake(project, "-n", "--profile", "profiles/smoke", "--config", "precision=bf16", "--",
-                       "results/tables/lru_accuracy.csv")
+                       "results/smoke/tables/lru_accuracy.csv")
     assert result.returncode != 0
     assert "cannot run `precision: bf16` on cpu" in result.stdout + result.stderr
     assert "`precision: fp32`" in result.stdout + result.stderr

@@ -165,7 +165,7 @@ def test_jobs_per_gpu_setting_is_checked(tmp_path):
 
 def test_train_rule_runs_training_through_the_gpu_wrapper(tmp_path):
     project = copy_project(tmp_path)
-    out = snakemake(project, "-n", "-p", "results/runs/pru/synth_ptb/lstm_m1000/frac100/seed1111/metrics.json",
+    out = snakemake(project, "-n", "-p", "results/smoke/runs/pru/synth_ptb/lstm_m1000/frac100/seed1111/metrics.json",
                     "--config", "budget=smoke")
     assert out.returncode == 0, out.stderr
     assert "python -m rnnrepro.gpus run -- python -m rnnrepro.train --run-dir" in out.stdout
@@ -407,7 +407,7 @@ def test_status_of_one_artifact_lists_its_cells(results_tree):
     assert [(r["model"], int(r["seed"])) for r in rows] == sorted((c.model, c.seed) for c in expected)
     bad = subprocess.run([sys.executable, "-m", "rnnrepro.status", "--artifact", "pru_tabel1"], cwd=results_tree,
                          capture_output=True, text=True, timeout=120)
-    assert bad.returncode == 1 and "--artifact pru_tabel1: study 'pru' has no artifact 'tabel1'" in bad.stderr
+    assert bad.returncode == 1 and "--artifact pru_tabel1: no such artifact; the nearest: pru_table1" in bad.stderr
 
 
 def test_a_running_cell_whose_process_is_gone_is_interrupted(tmp_path):

@@ -163,7 +163,7 @@ def test_one_stand_in_for_several_datasets_keeps_runs_apart(study):
     for cell in cells:
         resolved = grid.resolve_cell(study, config, cell)
         assert resolved["corpus"] == "synth_char_small" and resolved["data"]["dir"] == "data/processed/synth_char_small"
-        assert cell.run_dir.startswith(f"results/runs/lru/synth_char_small-{resolved['dataset']}/")
+        assert cell.run_dir.startswith(f"results/smoke/runs/lru/synth_char_small-{resolved['dataset']}/")
     paper = run_config("paper")
     assert {c.corpus for c in every_cell(study, paper)} == {"ptb_char", "warpeace", "enwik8", "text8"}
     # a budget that substitutes one dataset only keeps the plain corpus name (the PRU smoke folders)
@@ -240,7 +240,7 @@ def test_dry_run_of_the_paper_grid_lists_every_cell(tmp_path, study):
     result = snakemake(project, "-n", "--config", "budget=paper", "studies=[lru]", "--", "all")
     assert result.returncode == 0, result.stderr
     out = result.stdout + result.stderr
-    planned = set(re.findall(r"results/paper/runs/lru/(\w+)/(\w+)/frac(\d+)/seed(\d+)/metrics\.json", out))
+    planned = set(re.findall(r"results/runs/lru/(\w+)/(\w+)/frac(\d+)/seed(\d+)/metrics\.json", out))
     expected = {(c.corpus, c.model, str(c.fraction), str(c.seed)) for c in every_cell(study, run_config("paper"))}
     assert planned == expected and len(planned) == 154
     assert re.search(r"train_cell\s+154\b", out)

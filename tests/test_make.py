@@ -1,25 +1,29 @@
 """The README's two commands (`make smoke`, `make test`) and `make setup` from a folder whose path has a
 space ("my dir/rnnrepro"), where make used to split the virtual environment's absolute path and stop
 with "make: .../my: No such file or directory" (Error 127). The programs of the virtual environment are
-stand-ins that record their calls (no installs, no training); a real Snakemake job from that folder
-checks that the workflow's shell commands quote it too."""
+stand-ins that record their calls (no installs, no training); a real Snakemake job from that folder,
+run by an interpreter whose path has a space too and without the environment on PATH, checks that the
+workflow's jobs find their interpreter and that their shell commands quote both. `make setup` with a
+Python older than the pins need, and `make clean`, which removes one budget's files and says which."""
 
 import os
 import shutil
 import stat
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
-from conftest import copy_project, snakemake
+from conftest import BIN, copy_project
 
 from rnnrepro.configuration import REPO_ROOT
 
 pytestmark = pytest.mark.skipif(shutil.which("make") is None, reason="make is not installed")
 
 # `python3 -m venv DIR` that makes DIR/bin/python and DIR/bin/snakemake: each appends its name and
-# arguments to the file $CALLS.
+# arguments to the file $CALLS. `python3 -c CODE` (the version check) is this Python's.
 FAKE_PYTHON3 = """#!/bin/sh
+[ "$1" = "-c" ] && exec "$REAL_PYTHON" "$@"
 [ "$1 $2" = "-m venv" ] || exit 2
 mkdir -p "$3/bin"
 for program in python snakemake; do
@@ -39,7 +43,7 @@ def spaced_project(tmp_path) -> Path:
 
 
 def make(project: Path, *args: str, calls: Path) -> subprocess.CompletedProcess:
-    env = {"PATH": os.environ["PATH"], "HOME": str(project), "CALLS": str(calls)}
+    env = {"PATH": os.environ["PATH"], "HOME": str(project), "CALLS": str(calls), "REAL_PYTHON": sys.executable}
     return subprocess.run(["make", *args], cwd=project, capture_output=True, text=True, env=env, timeout=60)
 
 
@@ -62,16 +66,71 @@ def test_make_quotes_the_path_of_a_folder_with_a_space(spaced_project, tmp_path)
         "python -m pip install --disable-pip-version-check -q --no-deps -e .",
         "python -m pytest",
         "snakemake --profile profiles/smoke all",
-        "snakemake --profile profiles/smoke --report results/report.html all",
+        "snakemake --profile profiles/smoke --report results/smoke/report.html all",
     ]
 
 
+def test_setup_with_an_older_python_says_which_it_needs(spaced_project, tmp_path):
+    """The pinned numpy and pandas need Python 3.11: said before a venv is made or pip runs."""
+    old_python = tmp_path / "python3.10"
+    old_python.write_text(f"""#!/bin/sh
+exec "{sys.executable}" -c "import sys; sys.version_info = (3, 10, 13, 'final', 0); sys.version = '3.10.13'; exec(sys.argv[1])" "$2"
+""")
+    old_python.chmod(old_python.stat().st_mode | stat.S_IXUSR)
+    done = make(spaced_project, "setup", f"PYTHON3={old_python}", calls=tmp_path / "calls.txt")
+    assert done.returncode != 0
+    assert (f"make setup: {old_python} is Python 3.10.13; the pinned packages need Python 3.11 or newer: name one, "
+            "e.g. make setup PYTHON3=python3.11") in done.stderr
+    assert not (spaced_project / ".venv").exists()
+
+
 def test_workflow_jobs_run_from_a_folder_with_a_space(tmp_path):
-    """A script job (fetch) and a shell job (prepare, with the prefix that puts src/ on PYTHONPATH)."""
+    """A fetch and a prepare job, from a project folder whose path has a space, run by a Snakemake whose
+    interpreter's path has one too ("py env/venv/bin/python"), with a PATH that lacks that environment
+    (a .venv not activated): the jobs' `python` is Snakemake's own, and every path is quoted."""
     project = tmp_path / "my dir" / "rnnrepro"
     project.mkdir(parents=True)
     copy_project(project)
-    result = snakemake(project, "--profile", "profiles/smoke", "--cores", "1",
-                       "data/processed/synth_ptb/stats.json", timeout=300)
-    assert result.returncode == 0, result.stderr[-3000:]
+    (tmp_path / "py env").mkdir()
+    (tmp_path / "py env" / "venv").symlink_to(BIN.parent, target_is_directory=True)
+    python = tmp_path / "py env" / "venv" / "bin" / BIN.joinpath("python").name
+    result = subprocess.run([str(python), "-m", "snakemake", "--profile", "profiles/smoke", "--cores", "1",
+                             "data/processed/synth_ptb/stats.json"], cwd=project, capture_output=True, text=True,
+                            env={"PATH": "/usr/bin:/bin", "HOME": str(project)}, timeout=300)
+    assert result.returncode == 0, (result.stdout + result.stderr)[-3000:]
     assert (project / "data/processed/synth_ptb/stats.json").exists()
+
+
+def test_make_clean_removes_one_budget_and_says_what(spaced_project, tmp_path):
+    shutil.copytree(REPO_ROOT / "src", spaced_project / "src", ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
+    tree = ["results/smoke/runs/pru/x/metrics.json", "logs/smoke/train/x.log", "data/processed/synth_ptb/train.txt",
+            "data/raw/synth_ptb/synth_ptb.tgz", "results/cpu/runs/pru/x/metrics.json", "logs/cpu/train/x.log",
+            "results/runs/pru/ptb/x/metrics.json", "results/tables/pru_table1.csv", "logs/train/x.log",
+            "logs/data/prepare_ptb.log", "data/processed/ptb/train.txt", "records/cpu/runs/x/metrics.json",
+            "results/claims_by_budget.csv"]
+    for path in tree:
+        (spaced_project / path).parent.mkdir(parents=True, exist_ok=True)
+        (spaced_project / path).write_text("x")
+
+    def left():
+        return sorted(path for path in tree if (spaced_project / path).exists())
+
+    smoke = make(spaced_project, "clean", f"PYTHON3={sys.executable}", calls=tmp_path / "calls.txt")
+    assert smoke.returncode == 0, smoke.stderr
+    assert ("budget smoke: removing results/smoke, logs/smoke, data/raw/synth_ptb, data/processed/synth_ptb"
+            in smoke.stdout)
+    assert "kept: the results of paper, cpu" in smoke.stdout
+    assert left() == sorted(tree[4:])
+    paper = make(spaced_project, "clean", "BUDGET=paper", f"PYTHON3={sys.executable}", calls=tmp_path / "calls.txt")
+    assert paper.returncode == 0, paper.stderr
+    assert "budget paper: removing results/runs, results/tables, logs/train" in paper.stdout
+    assert left() == sorted(tree[4:6] + tree[9:])  # the cpu budget, the real corpora, records, the side-by-side
+    again = make(spaced_project, "clean", "BUDGET=paper", f"PYTHON3={sys.executable}", calls=tmp_path / "calls.txt")
+    assert "budget paper: nothing to remove (budgets with results here: cpu" in again.stdout
+    # a folder of the default budget's tree is no budget: `BUDGET=runs` would be results/runs
+    (spaced_project / "results/runs/x").mkdir(parents=True)
+    for name in ("runs", "tables", "../results", ""):
+        refused = make(spaced_project, "clean", f"BUDGET={name}", f"PYTHON3={sys.executable}",
+                       calls=tmp_path / "calls.txt")
+        assert refused.returncode != 0 and "is not a budget name" in refused.stderr, name
+    assert (spaced_project / "results/runs/x").is_dir()

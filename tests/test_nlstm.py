@@ -160,11 +160,11 @@ def test_published_parameter_counts(model, recurrent):
 
 def test_paper_dry_run_lists_the_three_cells(tmp_path):
     project = copy_project(tmp_path)
-    result = snakemake(project, "-n", "--config", "budget=paper", "--", "results/paper/tables/nlstm_test.csv",
-                       "results/paper/tables/nlstm_models.csv")
+    result = snakemake(project, "-n", "--config", "budget=paper", "--", "results/tables/nlstm_test.csv",
+                       "results/tables/nlstm_models.csv")
     assert result.returncode == 0, result.stderr
     out = result.stdout + result.stderr
-    planned = set(re.findall(r"results/paper/runs/nlstm/(\w+)/(\w+)/frac100/seed1111/metrics\.json", out))
+    planned = set(re.findall(r"results/runs/nlstm/(\w+)/(\w+)/frac100/seed1111/metrics\.json", out))
     assert planned == {("text8_autocomplete", model) for model in MODELS}
     assert re.search(r"train_cell\s+3\b", out)
     assert "data/raw/text8/text8.zip" in out and "data/processed/text8_autocomplete/train.txt" in out

@@ -79,3 +79,30 @@ def test_every_rule_has_a_conda_env_and_a_log():
         # directives start their line; `{log:q}` in a shell command is not one
         assert len(re.findall(r"^\s+conda:", text, re.M)) == len(rules), smk
         assert len(re.findall(r"^\s+log:", text, re.M)) == len(rules), smk
+
+
+def test_the_python_the_pins_need_is_the_one_the_project_states():
+    """The oldest Python every pinned package supports (their Requires-Python) is pyproject's
+    requires-python, the README's and the Makefile's check; the conda environments install it."""
+    import importlib.metadata
+
+    from packaging.specifiers import SpecifierSet
+
+    candidates = [Version(f"3.{minor}") for minor in range(8, 20)]
+    oldest = Version("3.8")
+    for name in LOCK:
+        try:
+            needs = importlib.metadata.metadata(name).get("Requires-Python")
+        except importlib.metadata.PackageNotFoundError:  # a pin of another platform's or extra's
+            continue
+        if needs:
+            oldest = max(oldest, next(v for v in candidates if v in SpecifierSet(needs)))
+    stated = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text())["project"]["requires-python"]
+    assert stated == f">={oldest}", f"the pins need Python {oldest}, pyproject.toml states {stated}"
+    assert f"Python ≥ {oldest}" in (REPO_ROOT / "README.md").read_text()
+    major, minor = oldest.release
+    assert f"sys.version_info >= ({major}, {minor})" in (REPO_ROOT / "Makefile").read_text()
+    for env_file in CONDA_ENVIRONMENTS:
+        pythons = [d for d in yaml.safe_load(env_file.read_text())["dependencies"]
+                   if isinstance(d, str) and d.startswith("python=")]
+        assert pythons and all(Version(d.split("=", 1)[1]) >= oldest for d in pythons), env_file

@@ -373,11 +373,11 @@ def test_fig4_notebook_tags_real_english(runs, tmp_path):
 
 def test_dry_run_of_the_paper_budget_lists_every_new_cell(tmp_path, study):
     project = copy_project(tmp_path)
-    targets = [f"results/paper/tables/pru_{a}.csv" for a in ARTIFACTS]
+    targets = [f"results/tables/pru_{a}.csv" for a in ARTIFACTS]
     result = snakemake(project, "-n", "--config", "budget=paper", "studies=[pru]", "--", *targets)
     assert result.returncode == 0, result.stderr
     out = result.stdout + result.stderr
-    planned = set(re.findall(r"results/paper/runs/pru/(\w+)/(\w+)/frac100/seed1111/metrics\.json", out))
+    planned = set(re.findall(r"results/runs/pru/(\w+)/(\w+)/frac100/seed1111/metrics\.json", out))
     expected = {(c.corpus, c.model) for a in ARTIFACTS for c in grid.artifact_cells(study, run_config("paper"), a)}
     assert planned == expected and len(planned) == 29 * 2 + 6
     assert re.search(r"train_cell\s+64\b", out)

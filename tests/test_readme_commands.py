@@ -1,7 +1,11 @@
-"""Every `snakemake` command line in README.md and docs/**/*.md works as written: each is dry-run
+"""Every `snakemake` command line in README.md and docs/**/*.md, and in the comments that head the
+example and config files (examples/*.yaml, config/config.yaml, profiles/*/config.yaml, the Snakefile),
+works as written and gives what it promises: each is dry-run
 (`-n` put right after `snakemake`, nothing else changed) in a copy of the project (with examples/),
 so a command that Snakemake cannot parse, a target that no rule makes, a config value the schema
-refuses or a file that does not exist fails here; so does an elided one (`...`).
+refuses or a file that does not exist fails here; so does an elided one (`...`), and one whose
+profile's budget another of its settings silently replaces (the workflow says so in one line: a
+`--configfile` after `--profile profiles/smoke` drops the profile's run config).
 
 What is substituted, and why:
 - the value of `data_mirror=` (DIR, /path/to/mirror, ../shared/data: a folder on the reader's machine)
@@ -69,13 +73,44 @@ def command_lines(markdown: str) -> list[str]:
     return commands
 
 
+COMMENTED = re.compile(r"^#\s+(snakemake\s.*)$")
+DESCRIPTION = re.compile(r"\s{3,}\S.*$")  # what a commented command gives, after three or more spaces
+
+
+def commented_commands(text: str) -> list[str]:
+    """The `snakemake ...` command lines in the comments of a YAML file or the Snakefile (`#   snakemake
+    ...   what it gives`), a line ending in a backslash joined with the next comment line."""
+    commands, pending = [], None
+    for line in text.splitlines():
+        body = line[1:].strip() if line.startswith("#") else None
+        if pending is not None and body is not None:
+            line, pending = "# " + pending + " " + body, None
+        elif pending is not None:
+            pending = None
+        match = COMMENTED.match(line)
+        if not match:
+            continue
+        if match.group(1).rstrip().endswith("\\"):
+            pending = match.group(1).rstrip()[:-1].strip()
+            continue
+        commands.append(" ".join(DESCRIPTION.sub("", match.group(1)).split()))
+    return commands
+
+
+COMMENTED_FILES = ["Snakefile", "config/config.yaml", "profiles/*/config.yaml", "examples/*.yaml"]
+
+
 def documented_commands() -> dict[str, list[str]]:
-    """Each distinct command, and the pages that write it."""
+    """Each distinct command, and the pages and files that write it."""
     pages = [REPO_ROOT / "README.md", *sorted((REPO_ROOT / "docs").glob("**/*.md"))]
     found: dict[str, list[str]] = {}
     for page in pages:
         for command in command_lines(page.read_text(encoding="utf-8")):
             found.setdefault(command, []).append(page.relative_to(REPO_ROOT).as_posix())
+    for pattern in COMMENTED_FILES:
+        for path in sorted(REPO_ROOT.glob(pattern)):
+            for command in commented_commands(path.read_text(encoding="utf-8")):
+                found.setdefault(command, []).append(path.relative_to(REPO_ROOT).as_posix())
     return {command: sorted(set(where)) for command, where in found.items()}
 
 
@@ -250,6 +285,16 @@ make smoke
         "snakemake --cores 1 all", "snakemake -n results/x.csv", "snakemake --cores 2 results/y.csv --config budget=smoke",
         "CUDA_VISIBLE_DEVICES=1 snakemake --cores 8 all",
         "snakemake --profile profiles/slurm all", "snakemake --cores 8 results/y.csv --config budget=reduced"]
+    header = """# The example:
+#   snakemake --cores 2 all --configfile x.yaml        every artifact
+#   snakemake --profile profiles/smoke results/a.csv \\
+#       --configfile y.yaml x.yaml   the table, CPU minutes
+# (and then)
+key: 1   # snakemake is not a command here
+"""
+    assert commented_commands(header) == ["snakemake --cores 2 all --configfile x.yaml",
+                                          "snakemake --profile profiles/smoke results/a.csv --configfile y.yaml x.yaml"]
+    assert any(pages == ["examples/mgu.yaml"] for pages in COMMANDS.values())
 
 
 def test_a_broken_command_fails(tmp_path, mirror):
@@ -263,8 +308,8 @@ def test_a_broken_command_fails(tmp_path, mirror):
 def test_commands_planned_together_still_fail_one_by_one(tmp_path_factory, mirror):
     """Two commands that differ only in targets and cores share one dry run; where one of them names a
     target no rule makes, the shared run fails and each is judged by a run of its own."""
-    good = "snakemake --cores 8 results/paper/tables/pru_table1.csv"
-    bad = "snakemake --cores 1 results/paper/tables/pru_no_such_table.csv"
+    good = "snakemake --cores 8 results/tables/pru_table1.csv"
+    bad = "snakemake --cores 1 results/tables/pru_no_such_table.csv"
     made = []
 
     def folder():
@@ -287,3 +332,5 @@ def test_documented_command_dry_runs(dry_runs, command):
     assert not runs_without_cores(command), f"{pages}: `{command}` runs jobs without --cores, which Snakemake refuses"
     code, output = dry_runs[command]
     assert code == 0, f"{pages}: `{command}` fails as a dry run:\n{output[-3000:]}"
+    replaced = [line for line in output.splitlines() if line.startswith("[rnnrepro] budget ")]
+    assert not replaced, f"{pages}: `{command}` does not run the budget its profile sets: {replaced[0]}"

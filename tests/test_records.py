@@ -16,24 +16,42 @@ from rnnrepro.configuration import REPO_ROOT, load_study
 RECORDED_BUDGETS = sorted(p.name for p in (REPO_ROOT / "records").iterdir() if p.is_dir())
 
 
-@pytest.mark.parametrize("budget", RECORDED_BUDGETS)
-def test_recorded_runs_render_into_tables_and_the_scorecard(budget, tmp_path):
-    project = copy_project(tmp_path)
+@pytest.fixture(scope="module")
+def rendered(tmp_path_factory):
+    """A project copy with the repository's records, every recorded budget rendered in one command."""
+    project = copy_project(tmp_path_factory.mktemp("rendered"))
     shutil.copytree(REPO_ROOT / "records", project / "records")
-    result = python_in(project, "-m", "rnnrepro.records", "render", "--budget", budget)
+    result = python_in(project, "-m", "rnnrepro.records", "render",
+                       *(word for budget in RECORDED_BUDGETS for word in ("--budget", budget)))
     assert result.returncode == 0, result.stdout + result.stderr[-3000:]
+    return project, result.stdout
+
+
+@pytest.mark.parametrize("budget", RECORDED_BUDGETS)
+def test_recorded_runs_render_into_tables_and_the_scorecard(budget, rendered):
+    project, stdout = rendered
     status = {key.removeprefix(f"{budget}:"): state
-              for key, state in (line.split(None, 1) for line in result.stdout.strip().splitlines())}
-    rendered = [key for key, state in status.items() if state == "rendered" and key != "claims"]
-    assert rendered and status["claims"] == "rendered", status
+              for key, state in (line.split(None, 1) for line in stdout.strip().splitlines())
+              if key.startswith(f"{budget}:")}
+    rendered_artifacts = [key for key, state in status.items() if state == "rendered" and key != "claims"]
+    assert rendered_artifacts and status["claims"] == "rendered", status
 
     card = pd.read_csv(project / "results" / budget / "tables/claims.csv")
-    tables = {table for key in rendered for table in _tables(*key.split("/"))}
+    tables = {table for key in rendered_artifacts for table in _tables(*key.split("/"))}
     for table in tables:
         mine = card[card["table"] == table]
         assert (mine["budget"] == budget).all() and mine["data"].isin(["real", COUNTED]).all(), table
     # a verdict only where its table was rendered from the records
     assert set(card[card["verdict"].isin(["held", "not held", "inconclusive"])]["table"]) <= tables
+
+
+def test_readme_scorecard_is_the_rendered_one(rendered):
+    """README.md's scorecard section is what `records readme` writes from the rendered records."""
+    project, _ = rendered
+    shutil.copy(REPO_ROOT / "README.md", project / "README.md")
+    result = python_in(project, "-m", "rnnrepro.records", "readme", "--check")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "the scorecard section matches" in result.stdout
 
 
 def _tables(study: str, artifact: str) -> list[str]:
@@ -222,8 +240,9 @@ def test_records_name_the_commit_that_made_them(tmp_path, monkeypatch):
     assert records.uncommitted_changes() == []
     (tmp_path / "code.py").write_text("x = 2\n")
     assert records.uncommitted_changes() == ["code.py"]
-    monkeypatch.setattr(records, "_load", lambda budget, config, studies: ({"budget": budget}, {}))
-    args = argparse.Namespace(budget="cpu", run_config=None, study=None, commit=False, records=tmp_path / "records")
+    monkeypatch.setattr(records, "_load", lambda budget, *rest: ({"budget": budget}, {}))
+    args = argparse.Namespace(budget="cpu", run_config=None, study=None, commit=False, records=tmp_path / "records",
+                              config=[])
     with pytest.raises(RuntimeError, match=r"uncommitted changes \(code.py\): a record must name the commit"):
         records.grow(args)
     monkeypatch.setenv("RNNREPRO_GIT_SHA", "4567def")

@@ -186,7 +186,7 @@ def test_smoke_pipeline_runs_on_slurm(cluster, tmp_path):
         assert ("gres/gpu=1" in job["AllocTRES"]) == (rule_of(job["Comment"]) == "train_cell"), job
 
     TO_COMPARE["the grid"] = (project, [f"{cell.run_dir}/metrics.json" for cell in sorted(cells, key=str)],
-                              [f"results/tables/{name}.csv" for artifact in study["artifacts"].values()
+                              [f"results/smoke/tables/{name}.csv" for artifact in study["artifacts"].values()
                                for name in artifact["tables"]])
 
 

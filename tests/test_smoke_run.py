@@ -37,7 +37,7 @@ STUDIES = {name: load_study(name) for name in RUN_CONFIG["studies"]}
 
 def test_smoke_pipeline_produces_table1(smoke_project):
     smoke_run = smoke_project
-    table = pd.read_csv(smoke_run / "results/tables/pru_table1.csv")
+    table = pd.read_csv(smoke_run / "results/smoke/tables/pru_table1.csv")
     smoke_models = load_study("pru")["budgets"]["smoke"]["artifacts"]["table1"]["models"]
     assert sorted(table["model"]) == sorted(smoke_models)
     assert set(table["dataset"]) == {"ptb"}
@@ -48,11 +48,11 @@ def test_smoke_pipeline_produces_table1(smoke_project):
     assert table["paper_test_ppl"].notna().all()
     # every reproduced number is the one the run wrote
     for row in table.itertuples():
-        metrics = json.loads((smoke_run / f"results/runs/pru/{row.corpus}/{row.model}/frac100/seed1111/"
+        metrics = json.loads((smoke_run / f"results/smoke/runs/pru/{row.corpus}/{row.model}/frac100/seed1111/"
                               "metrics.json").read_text())
         assert metrics["test_ppl"] == pytest.approx(row.test_ppl)
-    assert (smoke_run / "results/figures/pru_table1.png").stat().st_size > 10_000
-    executed = json.loads((smoke_run / "results/notebooks/pru_table1.ipynb").read_text())
+    assert (smoke_run / "results/smoke/figures/pru_table1.png").stat().st_size > 10_000
+    executed = json.loads((smoke_run / "results/smoke/notebooks/pru_table1.ipynb").read_text())
     assert executed["metadata"]["papermill"]["parameters"]["study"] == "pru"
 
 
@@ -60,7 +60,7 @@ def test_smoke_tables_have_the_columns_their_study_declares(smoke_project):
     """The claims are checked against the declared columns; every table the smoke run wrote has them."""
     for study in ("pru", "lru", "nlstm", "lrn"):
         for table, (artifact, columns) in declared_columns(load_study(study)).items():
-            written = pd.read_csv(smoke_project / f"results/tables/{table}.csv", nrows=0).columns
+            written = pd.read_csv(smoke_project / f"results/smoke/tables/{table}.csv", nrows=0).columns
             assert sorted(written) == sorted(columns), (study, artifact, table)
 
 
@@ -74,15 +74,15 @@ def test_failing_notebook_is_reported_and_loses_nothing(smoke_project, tmp_path)
     project = copy_project(tmp_path)
     for part in ("results", "data", ".snakemake"):
         shutil.copytree(smoke_project / part, project / part)
-    metrics = sorted((project / "results/runs").rglob("metrics.json"))
+    metrics = sorted((project / "results/smoke/runs").rglob("metrics.json"))
     before = {p: p.stat().st_mtime_ns for p in metrics}
     with open(project / "notebooks/pru_table1.py", "a") as f:
         f.write('\n# %%\nraise RuntimeError("deliberately broken")\n')
     result = snakemake(project, "--profile", "profiles/smoke", "all")
     assert result.returncode != 0
-    log = (project / "logs/notebooks/pru_table1.log").read_text()
+    log = (project / "logs/smoke/notebooks/pru_table1.log").read_text()
     assert "notebooks/pru_table1.py failed in cell" in log and "deliberately broken" in log
-    assert (project / "logs/notebooks/pru_table1.failed.ipynb").exists()
+    assert (project / "logs/smoke/notebooks/pru_table1.failed.ipynb").exists()
     assert {p: p.stat().st_mtime_ns for p in metrics} == before  # no training cell was rerun
 
 
@@ -91,18 +91,18 @@ def test_failing_notebook_is_reported_and_loses_nothing(smoke_project, tmp_path)
 def test_smoke_run_produces_every_lru_artifact(smoke_project):
     for name in ("lru_curves", "lru_variant_curves", "lru_convergence", "lru_stat_efficiency",
                  "lru_variant_stat_efficiency"):
-        assert (smoke_project / f"results/figures/{name}.png").stat().st_size > 10_000, name
-    accuracy = pd.read_csv(smoke_project / "results/tables/lru_accuracy.csv")
+        assert (smoke_project / f"results/smoke/figures/{name}.png").stat().st_size > 10_000, name
+    accuracy = pd.read_csv(smoke_project / "results/smoke/tables/lru_accuracy.csv")
     assert len(accuracy) == 7 and set(accuracy["seeds"]) == {1} and set(accuracy["corpus"]) == {"synth_char_small"}
     assert accuracy["test_loss"].map(math.isfinite).all() and accuracy["paper_test_loss"].notna().all()
     assert accuracy["test_bpc"].tolist() == pytest.approx((accuracy["test_loss"] / math.log(2)).tolist())
-    convergence = pd.read_csv(smoke_project / "results/tables/lru_convergence.csv")
+    convergence = pd.read_csv(smoke_project / "results/smoke/tables/lru_convergence.csv")
     assert set(convergence["dataset"]) == {"all", "ptb_char"} and (convergence["runs"] == 1).all()
-    efficiency = pd.read_csv(smoke_project / "results/tables/lru_stat_efficiency.csv")
+    efficiency = pd.read_csv(smoke_project / "results/smoke/tables/lru_stat_efficiency.csv")
     assert len(efficiency) == 2 * 2 and set(efficiency["dataset"]) == {"ptb_char"}
     tokens = efficiency.pivot_table(index="model", columns="fraction", values="train_tokens")
     assert (tokens[20] < tokens[100]).all()
-    for path in (smoke_project / "results/runs/lru").rglob("metrics.json"):
+    for path in (smoke_project / "results/smoke/runs/lru").rglob("metrics.json"):
         metrics = json.loads(path.read_text())
         history = pd.read_csv(path.parent / "history.csv")
         assert metrics["params"] > 0 and metrics["param_budget"] in (10_000, 24_000)
@@ -116,48 +116,48 @@ NLSTM_MODELS = ["gru_2x600", "lstm_2x600", "nlstm_1x600_d2"]
 
 def test_smoke_run_produces_the_nlstm_artifacts(smoke_project):
     project = smoke_project
-    models = pd.read_csv(project / "results/tables/nlstm_models.csv")
+    models = pd.read_csv(project / "results/smoke/tables/nlstm_models.csv")
     assert models["model"].tolist() == NLSTM_MODELS and models["equal_to_paper"].all()
-    test = pd.read_csv(project / "results/tables/nlstm_test.csv")
+    test = pd.read_csv(project / "results/smoke/tables/nlstm_test.csv")
     assert test["model"].tolist() == NLSTM_MODELS and (test["corpus"] == "synth_autocomplete").all()
     for column in ("test_cross_entropy", "test_accuracy_pct", "paper_test_cross_entropy", "paper_test_accuracy_pct"):
         assert test[column].map(math.isfinite).all(), column
     for row in test.itertuples():
-        metrics = json.loads((project / f"results/runs/nlstm/synth_autocomplete/{row.model}/frac100/"
+        metrics = json.loads((project / f"results/smoke/runs/nlstm/synth_autocomplete/{row.model}/frac100/"
                               f"seed{row.seed}/metrics.json").read_text())
         assert metrics["test_cross_entropy"] == pytest.approx(row.test_cross_entropy)
     for figure in ("nlstm_convergence", "nlstm_examples"):
-        assert (project / f"results/figures/{figure}.png").stat().st_size > 10_000
+        assert (project / f"results/smoke/figures/{figure}.png").stat().st_size > 10_000
 
 
 # --- LRN -------------------------------------------------------------------------------------------
 
-LRN_CELLS = ["lstm", "gru", "atr", "sru", "lrn"]
-LRN_TARGETS = ["results/tables/lrn_lm.csv", "results/figures/lrn_lm.png", "results/tables/lrn_speed.csv",
-               "results/figures/lrn_speed.png", "results/tables/lrn_unfolded.csv", "results/figures/lrn_unfolded.png"]
+LRN_CELLS = ["lstm", "lstm_loop", "gru", "atr", "sru", "lrn"]
+LRN_TARGETS = ["results/smoke/tables/lrn_lm.csv", "results/smoke/figures/lrn_lm.png", "results/smoke/tables/lrn_speed.csv",
+               "results/smoke/figures/lrn_speed.png", "results/smoke/tables/lrn_unfolded.csv", "results/smoke/figures/lrn_unfolded.png"]
 
 
 def test_smoke_artifacts_exist_with_every_stage(smoke_project):
     for target in LRN_TARGETS:
         assert (smoke_project / target).stat().st_size > 0, target
-    lm = pd.read_csv(smoke_project / "results/tables/lrn_lm.csv")
+    lm = pd.read_csv(smoke_project / "results/smoke/tables/lrn_lm.csv")
     assert set(lm["stage"]) == {"base", "finetune", "dynamic"} and set(lm["corpus"]) == {"synth_ptb"}
     assert lm[["val_ppl", "test_ppl"]].notna().all().all() and lm["paper_test_ppl"].notna().all()
     assert (lm["weight_drop"] == "as released (none)").all() and (lm["head"] == "mixture of 15 softmaxes").all()
-    speed = pd.read_csv(smoke_project / "results/tables/lrn_speed.csv")
+    speed = pd.read_csv(smoke_project / "results/smoke/tables/lrn_speed.csv")
     assert list(speed["model"]) == LRN_CELLS and speed.loc[0, "lm_ratio"] == 1.0
-    assert speed["paper_snli_ratio"].round(3).tolist() == [1.0, 0.935, 0.802, 0.985, 0.798]
-    unfolded = pd.read_csv(smoke_project / "results/tables/lrn_unfolded.csv")
+    assert speed["paper_snli_ratio"].round(3).tolist() == [1.0, 1.0, 0.935, 0.802, 0.985, 0.798]
+    unfolded = pd.read_csv(smoke_project / "results/smoke/tables/lrn_unfolded.csv")
     assert set(unfolded["activation"]) == {"identity", "tanh"}
     assert unfolded["weight_to_last"].between(0, 1).all()
-    speed_json = json.loads((smoke_project / "results/speed/lrn.json").read_text())
+    speed_json = json.loads((smoke_project / "results/smoke/speed/lrn.json").read_text())
     assert speed_json["batch_size"] == 4   # the smoke budget's shapes reached the benchmark
 
 
 # --- the claims scorecard --------------------------------------------------------------------------
 
 def test_smoke_pipeline_scorecard(smoke_project):
-    card = pd.read_csv(smoke_project / "results/tables/claims.csv")
+    card = pd.read_csv(smoke_project / "results/smoke/tables/claims.csv")
     assert {"pru", "lru", "nlstm"} <= set(card["study"])
     # claims about exact parameter counts need no training: decided at every budget, smoke included
     counted = card["data"].str.startswith("none (exact counts")
@@ -165,7 +165,7 @@ def test_smoke_pipeline_scorecard(smoke_project):
     trained = card[~counted]
     assert (trained["verdict"] == NOT_TESTED).all() and trained["reason"].str.startswith("synthetic data").all()
     assert (card["budget"] == "smoke").all()
-    assert (smoke_project / "results/figures/claims.png").stat().st_size > 0
+    assert (smoke_project / "results/smoke/figures/claims.png").stat().st_size > 0
 
 
 # --- the Snakemake report --------------------------------------------------------------------------
@@ -185,7 +185,7 @@ def report(smoke_project, tmp_path_factory) -> Path:
 
 
 def artifact_files(project: Path) -> list[Path]:
-    files = sorted(project.glob("results/tables/*.csv")) + sorted(project.glob("results/figures/*.png"))
+    files = sorted(project.glob("results/smoke/tables/*.csv")) + sorted(project.glob("results/smoke/figures/*.png"))
     assert files
     return files
 
@@ -196,7 +196,7 @@ def test_report_holds_every_table_and_figure_and_the_scorecard(smoke_project, re
         assert f"filename={path.name};base64" in text, f"{path.name} is not in the report"
     assert "claims.csv" in text and "claims.png" in text and "Claims scorecard" in text
     # one self-contained file: the figures are embedded, not linked
-    figure = next(iter(sorted(smoke_project.glob("results/figures/*.png"))))
+    figure = next(iter(sorted(smoke_project.glob("results/smoke/figures/*.png"))))
     embedded = re.search(rf"data:image/png;charset=utf8;filename={re.escape(figure.name)};base64,([A-Za-z0-9+/=]+)",
                          text)
     assert embedded and base64.b64decode(embedded.group(1)) == figure.read_bytes()
@@ -227,7 +227,7 @@ def test_report_opens_in_a_browser_and_shows_the_figures(smoke_project, report, 
               for artifact, spec in study["artifacts"].items() if spec["figures"]]
     places.append(("Claims scorecard", None, ["claims"]))
     assert ({f"{figure}.png" for *_, figures in places for figure in figures}
-            == {p.name for p in smoke_project.glob("results/figures/*.png")})
+            == {p.name for p in smoke_project.glob("results/smoke/figures/*.png")})
     url, shown = report.as_uri(), {}
     with HeadlessChromium(tmp_path / "chromium-profile") as browser:
         browser.open(url)
@@ -242,7 +242,7 @@ def test_report_opens_in_a_browser_and_shows_the_figures(smoke_project, report, 
             browser.wait_for("document.body.innerText.includes('Replicates: ') && "
                              "document.body.innerText.includes('Budget: smoke')", f"the caption of {figures[0]}")
     for figure, size in shown.items():
-        assert size == png_size((smoke_project / "results/figures" / f"{figure}.png").read_bytes()), figure
+        assert size == png_size((smoke_project / "results/smoke/figures" / f"{figure}.png").read_bytes()), figure
     print(f"screenshots in {tmp_path}")
 
 

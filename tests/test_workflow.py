@@ -31,10 +31,10 @@ def test_snakefmt_check():
 
 
 def test_dry_run_of_the_paper_table_lists_every_cell(project):
-    result = snakemake(project, "-n", "--config", "budget=paper", "--", "results/paper/tables/pru_table1.csv")
+    result = snakemake(project, "-n", "--config", "budget=paper", "--", "results/tables/pru_table1.csv")
     assert result.returncode == 0, result.stderr
     out = result.stdout + result.stderr
-    planned = set(re.findall(r"results/paper/runs/pru/(\w+)/(\w+)/frac100/seed1111/metrics\.json", out))
+    planned = set(re.findall(r"results/runs/pru/(\w+)/(\w+)/frac100/seed1111/metrics\.json", out))
     models = load_study("pru")["artifacts"]["table1"]["models"]
     assert planned == {(dataset, model) for dataset in ("ptb", "wt2") for model in models}
     assert re.search(r"train_cell\s+20\b", out)
@@ -77,12 +77,12 @@ def test_slurm_profile_without_slurm_warns_on_a_dry_run_and_stops_a_run(project,
 
     said = "sbatch, squeue, sacct are not on PATH: this machine has no SLURM"
     local = "`snakemake --cores N all`"
-    planned = run("results/paper/tables/nlstm_models.csv", "-n")
+    planned = run("results/tables/nlstm_models.csv", "-n")
     output = planned.stdout + planned.stderr  # a dry run logs to stdout
     assert planned.returncode == 0, output[-2000:]
     assert said in output and local in output and "a run would stop here" in output
     assert "notebook_nlstm_models" in output  # the plan is still shown
-    stopped = run("results/paper/tables/nlstm_models.csv")
+    stopped = run("results/tables/nlstm_models.csv")
     output = stopped.stdout + stopped.stderr
     assert stopped.returncode != 0
     assert said in output and local in output
@@ -96,7 +96,7 @@ def test_device_and_threads_rerun_nothing_and_delete_nothing(tmp_path):
     computes the same numbers: changing them after a cell finished plans no job, and `device=cuda`
     without CUDA stops before any job, deleting nothing."""
     project = copy_project(tmp_path)
-    target = "results/runs/pru/synth_ptb/lstm_m1000/frac100/seed1111/metrics.json"
+    target = "results/smoke/runs/pru/synth_ptb/lstm_m1000/frac100/seed1111/metrics.json"
     trained = snakemake(project, "--profile", "profiles/smoke", target)
     assert trained.returncode == 0, trained.stderr[-3000:]
     finished = {path: path.read_bytes() for path in (project / target).parent.iterdir() if path.is_file()}
@@ -108,7 +108,7 @@ def test_device_and_threads_rerun_nothing_and_delete_nothing(tmp_path):
     rerun = snakemake(project, "--profile", "profiles/smoke", target, "--config", "device=cuda", "threads=2")
     assert rerun.returncode == 0 and "Nothing to be done" in rerun.stdout + rerun.stderr, rerun.stderr[-3000:]
     # a job that has to run, with device=cuda on a machine without CUDA: stopped before it starts
-    other = "results/runs/pru/synth_ptb/pru_g4_k2_m1400/frac100/seed1111/metrics.json"
+    other = "results/smoke/runs/pru/synth_ptb/pru_g4_k2_m1400/frac100/seed1111/metrics.json"
     refused = snakemake(project, "--profile", "profiles/smoke", other, "--config", "device=cuda")
     if refused.returncode == 0:
         pytest.skip("this machine has a CUDA device")
@@ -133,10 +133,10 @@ def test_two_budgets_on_one_corpus_leave_each_other_alone(tmp_path):
     assert first.returncode == 0, first.stderr[-3000:]
     cpu_run = (project / f"results/cpu/runs/{cell}").parent
     before = {path: path.read_bytes() for path in cpu_run.iterdir() if path.is_file()}
-    second = snakemake(project, "--profile", "profiles/smoke", f"results/runs/{cell}")
+    second = snakemake(project, "--profile", "profiles/smoke", f"results/smoke/runs/{cell}")
     assert second.returncode == 0, second.stderr[-3000:]
-    assert (project / f"results/runs/{cell}").exists()
+    assert (project / f"results/smoke/runs/{cell}").exists()
     assert {path: path.read_bytes() for path in cpu_run.iterdir() if path.is_file()} == before
-    for budget, target in (("cpu", f"results/cpu/runs/{cell}"), ("smoke", f"results/runs/{cell}")):
+    for budget, target in (("cpu", f"results/cpu/runs/{cell}"), ("smoke", f"results/smoke/runs/{cell}")):
         again = snakemake(project, "-n", "--profile", "profiles/smoke", target, "--config", f"budget={budget}")
         assert again.returncode == 0 and "Nothing to be done" in again.stdout + again.stderr, budget

@@ -12,6 +12,7 @@ This module imports no torch: the Snakefile imports it at parse time.
 from __future__ import annotations
 
 import copy
+import difflib
 import json
 import re
 from pathlib import Path
@@ -84,11 +85,36 @@ def load_yaml(path: Path) -> Any:
     except FileNotFoundError:
         raise ConfigError(f"{path}: file not found") from None
     except yaml.YAMLError as e:
-        raise ConfigError(f"{path}: not valid YAML: {e}") from None
+        raise ConfigError(yaml_error(path, e)) from None
+
+
+def yaml_error(path: Path | str, error: yaml.YAMLError) -> str:
+    """A YAML syntax error as one message that names the file, the line and the column (1-based)."""
+    mark = getattr(error, "problem_mark", None)
+    where = f"{path}, line {mark.line + 1}, column {mark.column + 1}" if mark else str(path)
+    problem = getattr(error, "problem", None) or str(error)
+    context, context_mark = getattr(error, "context", None), getattr(error, "context_mark", None)
+    started = (f"; {context} at line {context_mark.line + 1}, column {context_mark.column + 1}"
+               if context and context_mark else "")
+    return f"{where}: not valid YAML ({problem}{started}). Fix the file there (mind the indentation and the brackets)"
 
 
 def _schema(name: str) -> dict:
     return load_yaml(SCHEMA_DIR / f"{name}.schema.yaml")
+
+
+def budgets() -> list[str]:
+    """Every budget a run config may name (workflow/schemas/config.schema.yaml)."""
+    return list(_schema("config")["properties"]["budget"]["enum"])
+
+
+def check_budget(budget: str, option: str = "--budget") -> None:
+    """A budget given on a command line (``option``) that is none of the budgets: an error naming it, the
+    nearest budget and all of them (rather than the config file the budget would be merged into)."""
+    if budget not in budgets():
+        near = difflib.get_close_matches(budget, budgets(), n=1)
+        raise ConfigError(f"{option} {budget}: no such budget{f'; did you mean {near[0]}?' if near else ''} "
+                          f"(the budgets are {', '.join(budgets())})")
 
 
 def _key_path(error: jsonschema.ValidationError) -> str:

@@ -2,11 +2,12 @@
 
 A *cell* is one training run of one budget: study x dataset x model x data fraction x seed. Its folder
 is ``<results>/runs/{study}/{corpus}/{model}/frac{fraction}/seed{seed}/``, where ``<results>`` is the
-budget's results tree (:func:`results_dir`, so budgets never share a run folder, a table or a speed
+budget's results tree (:func:`results_dir`: ``results`` for the default budget, ``paper``, and
+``results/<budget>`` for every other one, so budgets never share a run folder, a table or a speed
 result; ``runs-bf16/`` instead of ``runs/`` for cells trained at a precision whose numbers differ from
-fp32's, :func:`runs_dir`) and ``corpus``
-is the data it is actually trained on: the paper's dataset id, or the budget's stand-in for it (the smoke budget
-trains on synthetic corpora, so real and synthetic results never share a folder). When a budget
+fp32's, :func:`runs_dir`) and ``corpus`` is the data it is actually trained on: the paper's dataset id,
+or the budget's stand-in for it (the smoke budget trains on synthetic corpora, so real and synthetic
+results never share a folder). When a budget
 trains several paper datasets on one stand-in, the folder is ``{corpus}-{dataset}`` so their runs stay
 apart (:func:`data_key`); ``Cell.corpus`` holds that folder name.
 
@@ -25,35 +26,26 @@ from __future__ import annotations
 import dataclasses
 import itertools
 from dataclasses import dataclass
+from pathlib import Path
 
 from . import precision
-from .configuration import ConfigError, merged
+from . import layout
+from .configuration import ConfigError, budgets, merged
 from .data.registry import DATASETS
+
+# The results and logs of each budget (results/ for the default budget, paper; results/<budget>/ for
+# every other one) are rnnrepro.layout's, re-exported here, where the workflow and the tools look.
+from .layout import (  # noqa: F401
+    DEFAULT_BUDGET, LOGS, RESERVED_NAMES, RESULTS, SMOKE, earlier_layout, logs_dir, results_dir, runs_dir)
 from .sizing import hidden_size_for_budget
 
-RESULTS = "results"
-LOGS = "logs"
 PROCESSED = "data/processed"
-# The budget `make smoke` runs: its outputs keep the short paths a newcomer sees first (results/tables/...).
-SMOKE = "smoke"
 
 
-def results_dir(budget: str) -> str:
-    """The results tree of a budget: ``results`` for smoke, ``results/<budget>`` for the others."""
-    return RESULTS if budget == SMOKE else f"{RESULTS}/{budget}"
-
-
-def logs_dir(budget: str) -> str:
-    """The job logs of a budget, laid out like its results tree."""
-    return LOGS if budget == SMOKE else f"{LOGS}/{budget}"
-
-
-def runs_dir(budget: str, precision_name: str = precision.DEFAULT) -> str:
-    """The run folders of a budget: ``<results>/runs`` for fp32 cells, ``<results>/runs-<precision>`` for
-    the others, so that a cell trained at another precision (different numbers) never replaces an fp32
-    one. (A precision that gives fp32's numbers on the machine, tf32 on a CPU, is fp32's: see
-    :func:`rnnrepro.precision.same_numbers_as`.)"""
-    return f"{results_dir(budget)}/runs{'' if precision_name == precision.DEFAULT else '-' + precision_name}"
+def budgets_with_results(root: Path = Path(".")) -> list[str]:
+    """The budgets with a results tree under ``root``, the default budget first (a folder of results/
+    named like no budget, a copy or a leftover, is not one)."""
+    return [budget for budget in layout.budgets_with_results(root) if budget in budgets()]
 
 
 @dataclass(frozen=True)

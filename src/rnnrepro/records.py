@@ -54,6 +54,7 @@ import fnmatch
 import hashlib
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -62,10 +63,12 @@ import threading
 import time
 from pathlib import Path
 
-from . import console, grid
+from . import console, grid, layout
 from .analysis.claims import is_synthetic
-from .analysis.run_files import DamagedRunFile, config_differences, read_metrics
-from .configuration import ConfigError, check_checkout, load_run_config, load_study, load_yaml
+from .analysis.claims import outputs as claims_outputs
+from .analysis.run_files import config_differences, finite_problems
+from .configuration import (ConfigError, check_budget, check_checkout, load_run_config, load_study, load_yaml,
+                            schema_problems)
 from .evaluation.plan import artifact_evaluation_files
 from .runtime import GIT_SHA_ENV
 from .train import progress_file
@@ -119,12 +122,6 @@ def pack_speed(speed_file: Path, budget: str, records: Path = RECORDS) -> Path:
     return target
 
 
-def recorded_budgets(results: Path = Path(grid.RESULTS)) -> list[str]:
-    """The budgets with a results tree here (smoke's is ``results/`` itself)."""
-    budgets = [p.name for p in sorted(results.iterdir()) if (p / "runs").is_dir() or (p / "speed").is_dir()]
-    return ([grid.SMOKE] if (results / "runs").is_dir() else []) + budgets
-
-
 def pack(budget: str | None = None, records: Path = RECORDS, include_synthetic: bool = False) -> list[Path]:
     """Copy the small files of every finished run of ``budget`` (default: every budget with a results
     tree here) into ``records/<budget>/``, and its speed results.
@@ -133,7 +130,7 @@ def pack(budget: str | None = None, records: Path = RECORDS, include_synthetic: 
     exist to render the papers' tables from real data. Returns the records written.
     """
     packed = []
-    for name in [budget] if budget else recorded_budgets():
+    for name in [budget] if budget else grid.budgets_with_results():
         tree = results_dir(name)
         # runs/, and runs-bf16/ of the cells of another precision (rnnrepro.grid.runs_dir)
         for metrics_file in sorted(tree.glob("runs*/*/*/*/frac*/seed*/metrics.json")):
@@ -149,17 +146,32 @@ def pack(budget: str | None = None, records: Path = RECORDS, include_synthetic: 
 
 # ---------------------------------------------------------------- what is recorded
 
+def _damage(run: Path) -> str | None:
+    """How a record's metrics.json or config.json is unusable (not JSON, not text, off the metrics schema),
+    or None."""
+    for name in ("metrics.json", "config.json"):
+        try:
+            data = json.loads((run / name).read_text())
+        except (json.JSONDecodeError, UnicodeDecodeError) as e:
+            return f"{name} is not valid JSON ({e})"
+        if name == "metrics.json" and (problems := schema_problems(data, "metrics") + finite_problems(data)):
+            return f"{name} is damaged: {'; '.join(problems[:3])}"
+        if not isinstance(data, dict):
+            return f"{name} is not a JSON object"
+    return None
+
+
 def record_problem(study: dict, config: dict, cell: grid.Cell, records: Path) -> str | None:
     """Why a cell's record cannot be used (missing, unreadable or stale), or None."""
     run = record_dir(records, cell.budget) / Path(cell.run_dir).relative_to(results_dir(cell.budget))
     missing = [name for name in RECORDED if not (run / name).exists()]
     if missing:
         return f"{cell.key}: not recorded"
-    try:
-        read_metrics(run / "metrics.json")
-        recorded = json.loads((run / "config.json").read_text())
-    except (DamagedRunFile, json.JSONDecodeError, UnicodeDecodeError) as e:
-        return f"{cell.key}: damaged record ({e})"
+    damage = _damage(run)
+    if damage:
+        return (f"{cell.key}: damaged record ({run}: {damage}; restore it from git, `git checkout -- {run}`, or "
+                f"delete the folder and `records grow` trains the cell again)")
+    recorded = json.loads((run / "config.json").read_text())
     changed = config_differences(recorded, grid.resolve_cell(study, config, cell))
     if changed:
         return f"{cell.key}: stale record (the study file changed: {'; '.join(changed[:3])})"
@@ -224,8 +236,13 @@ def units(studies: dict, config: dict) -> list[Unit]:
     return found
 
 
-def _load(budget: str, config_file: Path, study_names: list[str] | None = None) -> tuple[dict, dict]:
-    config = load_run_config({**load_yaml(config_file), "budget": budget}, source=str(config_file))
+def _load(budget: str, config_file: Path, study_names: list[str] | None = None,
+          settings: dict | None = None) -> tuple[dict, dict]:
+    """The run config (``config_file`` with ``budget`` and the command line's ``settings`` over it) and its
+    studies that define the budget."""
+    check_budget(budget)
+    config = load_run_config({**load_yaml(config_file), **(settings or {}), "budget": budget},
+                             source=str(config_file), command_line=settings)
     names = study_names or config["studies"]
     unknown = [n for n in names if n not in config["studies"]]
     if unknown:
@@ -343,17 +360,27 @@ def render(budget: str, records: Path = RECORDS, config_file: Path = Path("confi
             unrendered.update({Path(t).stem: f"not rendered from records: {problem}" for t in out_tables})
     for path in (f"{root}/tables", f"{root}/figures"):
         Path(path).mkdir(parents=True, exist_ok=True)
+    files = claims_outputs(root, list(studies))
     scorecard = {"run_config": {"budget": budget, "seeds": config["seeds"], "studies": list(studies)},
                  "table_files": [str(Path(t).resolve()) for t in tables],
                  "unrendered": unrendered,
-                 "tables": [str(Path(f"{root}/tables/claims.csv").resolve())],
-                 "figures": [str(Path(f"{root}/figures/claims.png").resolve())]}
+                 "tables": [str(Path(t).resolve()) for t in files["tables"]],
+                 "figures": [str(Path(f).resolve()) for f in files["figures"]]}
     run(Path("notebooks/claims.py"), Path(f"{root}/notebooks/claims.ipynb"), scorecard)
     status["claims"] = "rendered"
     return status
 
 
-BY_BUDGET = ("results/claims_by_budget.csv", "results/claims_by_budget.png")
+def scales_first(budgets: list[str], config_file: Path) -> list[str]:
+    """The budgets to render, each other scale of a budget (``scale_of``) before that budget, whose
+    scorecard reads the other scale's beside its own."""
+    config = load_run_config(load_yaml(config_file), source=str(config_file))
+    scales = {name for study in config["studies"] for name, spec in load_study(study)["budgets"].items()
+              if "scale_of" in spec}
+    return sorted(dict.fromkeys(budgets), key=lambda budget: budget not in scales)
+
+
+BY_BUDGET = tuple(f"{grid.RESULTS}/{name}" for name in layout.BY_BUDGET)
 
 
 def render_by_budget() -> list[str]:
@@ -362,10 +389,13 @@ def render_by_budget() -> list[str]:
     from .analysis.run_notebook import run
 
     results = Path(grid.RESULTS)
-    found = {p.parent.parent.name: p for p in sorted(results.glob("*/tables/claims.csv"))}
+    budgets = [grid.DEFAULT_BUDGET] + ([p.name for p in sorted(results.iterdir()) if p.name not in grid.RESERVED_NAMES]
+                                       if results.is_dir() else [])
+    found = {budget: Path(grid.results_dir(budget), "tables", "claims.csv") for budget in budgets
+             if budget != grid.SMOKE and Path(grid.results_dir(budget), "tables", "claims.csv").is_file()}
     if not found:
         return []
-    run(Path("notebooks/claims_by_budget.py"), results / "notebooks" / "claims_by_budget.ipynb",
+    run(Path("notebooks/claims_by_budget.py"), Path(BY_BUDGET[2]),
         {"scorecards": {b: str(p.resolve()) for b, p in found.items()},
          "tables": [str(Path(BY_BUDGET[0]).resolve())], "figures": [str(Path(BY_BUDGET[1]).resolve())]})
     return list(found)
@@ -422,7 +452,7 @@ class Grower:
             code = subprocess.run(self.snakemake(targets, max(self.args.jobs * self.args.threads, 1)),
                                   stdout=out, stderr=subprocess.STDOUT).returncode
         if code != 0:
-            self.say(f"error: preparing the data failed (exit {code}); see {log}")
+            self.say(f"error: preparing the data failed (exit {code}); see {log}{why_it_failed(log)}")
         return code == 0
 
     def next_unit(self) -> Unit | None:
@@ -481,7 +511,7 @@ class Grower:
                     self.say(f"stopped at the deadline: {unit.name} (a later grow resumes it); see {log}")
                 else:
                     self.failed.append(unit.name)
-                    self.say(f"failed (exit {code}): {unit.name}; see {log}")
+                    self.say(f"failed (exit {code}): {unit.name}; see {log}{why_it_failed(log)}")
                 continue
             written = self.record(unit, self.args.records)
             summary = self.summary(unit)
@@ -519,6 +549,30 @@ class Grower:
                     worker.join()
                 break
             time.sleep(2)
+
+
+FAILED_JOB_LOG = re.compile(r"^\s*log: (.+?) \(check log file\(s\) for error details\)", re.M)
+
+
+def why_it_failed(snakemake_log: Path, lines: int = 4) -> str:
+    """The last lines of the logs of the jobs that failed in a Snakemake run (its own log names them), or
+    of the run's log where no job ran (it stopped while planning): shown where the failure is reported,
+    so that the error itself is one look away, not two logs deep."""
+    try:
+        text = snakemake_log.read_text(errors="replace")
+    except OSError:
+        return ""
+    parts = []
+    for job_log in dict.fromkeys(FAILED_JOB_LOG.findall(text)):
+        try:
+            tail = [line for line in Path(job_log).read_text(errors="replace").splitlines() if line.strip()][-lines:]
+        except OSError:
+            continue
+        parts.append(f"{job_log}:\n    " + "\n    ".join(tail))
+    if not parts:
+        tail = [line for line in text.splitlines() if line.strip() and not line.startswith("  File ")][-lines:]
+        parts = ["\n    ".join(tail)] if tail else []
+    return "".join(f"\n  {part}" for part in parts)
 
 
 def selected(found: list[Unit], patterns: list[str] | None) -> list[Unit]:
@@ -583,8 +637,23 @@ def hold_grow_lock(budget: str) -> int:
     return fd
 
 
+def command_line_settings(words: list[str]) -> dict[str, str]:
+    """``--config KEY=VALUE ...`` as a dict (checked with the run config, like Snakemake's ``--config``);
+    the budget and the threads have options of their own."""
+    settings = {}
+    for word in words:
+        key, equals, value = word.partition("=")
+        if not equals or not key:
+            raise ConfigError(f"--config {word}: write KEY=VALUE, e.g. data_mirror=/path/to/mirror")
+        if key in ("budget", "threads"):
+            raise ConfigError(f"--config {word}: give the {key} with --{key}, not after --config")
+        settings[key] = value
+    return settings
+
+
 def grow(args: argparse.Namespace) -> int:
-    config, studies = _load(args.budget, args.run_config, args.study)
+    # every argument is checked here, before any Snakemake run: an error in one is this command's
+    config, studies = _load(args.budget, args.run_config, args.study, command_line_settings(args.config))
     if args.budget == grid.SMOKE:
         raise ConfigError("grow records real-data runs: the smoke budget trains on synthetic corpora")
     hold_grow_lock(args.budget)
@@ -623,6 +692,20 @@ def list_units(args: argparse.Namespace) -> int:
     return 0
 
 
+def positive(kind):
+    """An argparse type: a number of ``kind`` above 0 (none of grow's counts and times can be 0)."""
+    def parse(text: str):
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+        if not value > 0 or value != value or value == float("inf"):
+            raise argparse.ArgumentTypeError(f"{text}: give a number above 0")
+        return value
+    parse.__name__ = kind.__name__
+    return parse
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m rnnrepro.records", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -638,10 +721,10 @@ def main(argv=None) -> int:
         command.add_argument("--unit", action="append", metavar="PATTERN",
                              help="only the units whose name matches this shell pattern, e.g. 'pru/ptb/*' or "
                                   "'lrn/speed' (repeatable; names as `list` prints them)")
-    grow_cmd.add_argument("--minutes", type=float, required=True, help="start no unit after this many minutes, "
-                          "and stop the running ones then (they resume from their checkpoints)")
-    grow_cmd.add_argument("--jobs", type=int, default=2, help="units side by side (default 2)")
-    grow_cmd.add_argument("--threads", type=int, default=1, help="CPU threads per unit (default 1)")
+    grow_cmd.add_argument("--minutes", type=positive(float), required=True, help="start no unit after this many "
+                          "minutes, and stop the running ones then (they resume from their checkpoints)")
+    grow_cmd.add_argument("--jobs", type=positive(int), default=2, help="units side by side (default 2)")
+    grow_cmd.add_argument("--threads", type=positive(int), default=1, help="CPU threads per unit (default 1)")
     grow_cmd.add_argument("--config", nargs="*", default=[], metavar="KEY=VALUE",
                           help="more run-config values for Snakemake, e.g. data_mirror=DIR device=cpu")
     grow_cmd.add_argument("--commit", action="store_true", help="git-commit each unit's records as it is packed")
@@ -652,20 +735,36 @@ def main(argv=None) -> int:
     render_cmd = commands.add_parser("render", help="tables, figures and the scorecard from one budget's records")
     render_cmd.add_argument("--budget", required=True, action="append",
                             help="a recorded budget (repeatable: each is rendered into its own results tree)")
+    readme_cmd = commands.add_parser("readme", help="write README.md's scorecard section from the rendered scorecards")
+    readme_cmd.add_argument("--budget", action="append",
+                            help="a budget to list (repeatable; default: every recorded budget but another scale "
+                                 "of one, which shows beside its own)")
+    readme_cmd.add_argument("--check", action="store_true",
+                            help="write nothing; fail when the README's section differs from the scorecards")
     args = parser.parse_args(argv)
     try:
         check_checkout()
+        if args.command == "readme":
+            from .readme_scorecard import shown_budgets, update
+
+            studies = load_run_config(load_yaml(args.run_config), source=str(args.run_config))["studies"]
+            fresh, message = update(Path("README.md"), args.budget or shown_budgets(args.records, studies),
+                                    args.check)
+            print(f"[rnnrepro] {message}", file=sys.stdout if fresh else sys.stderr)
+            return 0 if fresh else 1
         if args.command == "grow":
             return grow(args)
         if args.command == "list":
             return list_units(args)
         if args.command == "pack":
+            if args.budget:
+                check_budget(args.budget)
             packed = pack(args.budget, args.records, args.include_synthetic)
             speed = sum(path.parent.name == "speed" for path in packed)
             print(f"[rnnrepro] recorded {len(packed) - speed} runs and {speed} speed results under {args.records}/")
             return 0
         failed = False
-        for budget in args.budget:
+        for budget in scales_first(args.budget, args.run_config):
             status = render(budget, args.records, args.run_config)
             for key, state in status.items():
                 print(f"{budget}:{key:32s} {state}")

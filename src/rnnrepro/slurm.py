@@ -8,17 +8,14 @@ the cluster is fine), a real run stops before planning.
 
 Snakemake 9 hands the workflow its executor only when it executes, after the Snakefile is parsed, and
 a dry run gets its ``dryrun`` executor instead of the one asked for; so :func:`command_line_executor`
-reads the executor from the command line the way Snakemake itself reads it: its own argument parser,
-with the profiles (``--profile``, ``SNAKEMAKE_PROFILE``, the workflow profile) applied.
+reads the executor from the command line the way Snakemake itself reads it (rnnrepro.command_line).
 """
 
 from __future__ import annotations
 
-import contextlib
-import io
 import shutil
-import sys
-from pathlib import Path
+
+from .command_line import snakemake_arguments
 
 SLURM_EXECUTOR = "slurm"
 #: what the SLURM executor plugin runs on the submitting machine
@@ -29,18 +26,8 @@ def command_line_executor(argv: list[str] | None = None) -> str | None:
     """The executor the ``snakemake`` command line ``argv`` (default: this process's) runs its jobs with:
     ``--executor``, else a profile's ``executor:``, else ``local``. None when the process is not the
     snakemake command (Snakemake driven from Python) or its arguments do not parse."""
-    argv = sys.argv if argv is None else argv
-    program = Path(argv[0]) if argv else Path()
-    if program.name != "snakemake" and program.parts[-2:] != ("snakemake", "__main__.py"):
-        return None
-    from snakemake.cli import parse_args
-
-    try:
-        with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
-            _, args = parse_args(argv[1:])  # it announces the profiles it reads: Snakemake did already
-    except (Exception, SystemExit):
-        return None
-    return args.executor or "local"
+    args = snakemake_arguments(argv)
+    return None if args is None else args.executor or "local"
 
 
 def slurm_problem(executor: str | None, path: str | None = None) -> str | None:

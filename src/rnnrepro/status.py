@@ -1,11 +1,13 @@
 """The grid at a glance: ``python -m rnnrepro.status [--study S] [--budget B] [--format table|csv]``.
 
 One row per training cell (like DVC's ``exp show``): its parameters, its state and its numbers,
-joined from the files of its run folder (``results/runs/`` for smoke, ``results/<budget>/runs/`` for the
-other budgets): ``metrics.json`` (written last, when the cell is done) and ``progress.json`` (kept current
-by the trainer as it runs, rnnrepro.train.progress_file).
+joined from the files of its run folder (``results/runs/`` for the default budget, paper;
+``results/<budget>/runs/`` for every other one): ``metrics.json`` (written last, when the cell is done)
+and ``progress.json`` (kept current by the trainer as it runs, rnnrepro.train.progress_file).
 Run it in the repository root, during or after a run, locally or on SLURM: it reads files only.
-The cells are those of the budget's grid (config/config.yaml, or --budget) plus any run folder found.
+The cells are those of the budget's grid plus any run folder found. Without ``--budget``: every budget
+that has results here, each under a heading (the CSV has a ``budget`` column); where none has, the
+grid of config/config.yaml's budget, saying so.
 
 States:
   done         metrics.json is written (and reads as a cell's metrics)
@@ -27,6 +29,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import difflib
 import io
 import math
 import os
@@ -37,12 +40,11 @@ from dataclasses import asdict, dataclass, fields
 from datetime import datetime
 from pathlib import Path
 
-import yaml
 from tabulate import tabulate
 
 from . import console, grid
 from .analysis.run_files import DamagedRunFile, check_weights, read_metrics
-from .configuration import ConfigError, check_checkout, load_run_config, load_study
+from .configuration import ConfigError, budgets, check_budget, check_checkout, load_run_config, load_study, load_yaml
 from .train import progress_file
 
 # A running cell's progress.json not rewritten for this long has no live process: the trainer rewrites it
@@ -68,6 +70,7 @@ class CellStatus:
     test_accuracy: float | None = None
     wall_seconds: float | None = None
     note: str = ""
+    budget: str = ""
 
 
 def grid_cells(config: dict, studies: dict) -> list[grid.Cell]:
@@ -87,6 +90,29 @@ def cells_on_disk(root: Path, study_names: list[str], budget: str) -> list[grid.
             if frac[4:].isdigit() and seed[4:].isdigit():
                 cells.append(grid.Cell(study, corpus, model, int(frac[4:]), int(seed[4:]), budget))
     return cells
+
+
+# progress.json's keys and their types (rnnrepro.train.progress_file); anything else is a damaged file
+PROGRESS_NUMBERS = ("epoch", "epochs", "epochs_done", "batch", "batches_per_epoch", "iteration", "val_loss", "val_ppl",
+                    "best_val_loss", "best_val_ppl", "seconds", "eta_seconds")
+PROGRESS_TEXTS = ("phase", "cell", "host", "started_at", "updated_at", "error", "stopped_by")
+
+
+def progress_problem(record: dict) -> str | None:
+    """How a progress record that parsed as JSON is still unusable (a number written as a string, an
+    infinite time left, a pid that is not an integer), or None."""
+    for key in PROGRESS_NUMBERS:
+        value = record.get(key)
+        if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))
+                                  or not math.isfinite(value)):
+            return f"key {key!r} is {value!r}, not a finite number"
+    for key in PROGRESS_TEXTS:
+        if record.get(key) is not None and not isinstance(record[key], str):
+            return f"key {key!r} is {record[key]!r}, not text"
+    pid = record.get("pid")
+    if pid is not None and (isinstance(pid, bool) or not isinstance(pid, int)):
+        return f"key 'pid' is {pid!r}, not a process id"
+    return None
 
 
 def process_gone(record: dict, now: float) -> str | None:
@@ -139,6 +165,12 @@ def cell_status(root: Path, cell: grid.Cell, dataset: str, now: float | None = N
     except progress_file.DamagedProgressFile as e:
         row.state, row.note = "failed", str(e)
         return row
+    problem = record and progress_problem(record)
+    if problem:
+        row.state, row.note = "failed", (f"{progress_file.NAME} is damaged ({problem}): the cell's state is unknown. "
+                                         f"Rerun its target: training resumes from its checkpoint and writes the "
+                                         f"file anew")
+        return row
     if record is None:
         if checkpoint.exists():
             row.state, row.note = "interrupted", "no progress.json (its trainer was an earlier version)"
@@ -160,17 +192,37 @@ def cell_status(root: Path, cell: grid.Cell, dataset: str, now: float | None = N
     return row
 
 
-def collect(root: Path, study_filter: list[str] | None = None, budget: str | None = None,
-            artifact: str | None = None) -> list[CellStatus]:
+def run_config(root: Path, budget: str | None = None) -> tuple[dict, str]:
+    """config/config.yaml with ``budget`` in place of its own (checked first: an unknown one is named as
+    the command line's), and the config file's name."""
     config_file = root / "config" / "config.yaml"
     if not config_file.exists():
         raise ConfigError(f"{config_file} not found: run `python -m rnnrepro.status` in the repository root")
-    config = yaml.safe_load(config_file.read_text())
+    if budget:
+        check_budget(budget)
+    config = load_yaml(config_file)
     if budget:
         config["budget"] = budget
-    config = load_run_config(config, str(config_file))
-    if artifact:  # `pru_table1`: the study is the part before the first underscore
-        study_filter = [artifact.split("_", 1)[0]]
+    return load_run_config(config, str(config_file)), str(config_file.relative_to(root))
+
+
+def artifact_named(name: str, studies: dict) -> tuple[str, str]:
+    """(study, artifact) of an artifact named ``<study>_<artifact>`` (or by one of its tables); an
+    unknown name is an error naming the nearest ones."""
+    known = {f"{study}_{artifact}": (study, artifact) for study, spec in studies.items() for artifact in spec["artifacts"]}
+    tables = {table: (study, artifact) for study, spec in studies.items()
+              for artifact, definition in spec["artifacts"].items() for table in definition["tables"]}
+    if name in known or name in tables:
+        return known.get(name) or tables[name]
+    near = difflib.get_close_matches(name, sorted(known), n=3)
+    raise ConfigError(f"--artifact {name}: no such artifact{'; the nearest: ' + ', '.join(near) if near else ''} "
+                      f"(artifacts are named <study>_<artifact>; those of {', '.join(studies)}: "
+                      f"{', '.join(sorted(known))})")
+
+
+def collect(root: Path, study_filter: list[str] | None = None, budget: str | None = None,
+            artifact: str | None = None) -> list[CellStatus]:
+    config, _ = run_config(root, budget)
     names = study_filter or config["studies"]
     unknown = [s for s in names if not (root / "config" / "studies" / f"{s}.yaml").exists()]
     if unknown:
@@ -178,17 +230,19 @@ def collect(root: Path, study_filter: list[str] | None = None, budget: str | Non
         raise ConfigError(f"--study {', '.join(unknown)}: no such study; the studies are {', '.join(known)}")
     studies = {name: load_study(name, root=root) for name in names}
     if artifact:
-        study = studies[names[0]]
-        name = artifact.split("_", 1)[-1]
-        if name not in study["artifacts"]:
-            raise ConfigError(f"--artifact {artifact}: study {names[0]!r} has no artifact {name!r}; its artifacts are "
-                              f"{', '.join(f'{names[0]}_{a}' for a in study['artifacts'])}")
-        cells = grid.artifact_cells(study, config, name)
+        study_name, name = artifact_named(artifact, studies)
+        studies = {study_name: studies[study_name]}
+        if config["budget"] not in studies[study_name]["budgets"]:
+            raise ConfigError(f"--artifact {artifact}: study {study_name} has no budget {config['budget']} (its "
+                              f"budgets: {', '.join(studies[study_name]['budgets'])}; config/studies/{study_name}.yaml)")
+        cells = grid.artifact_cells(studies[study_name], config, name)
     else:
         cells = list(dict.fromkeys(grid_cells(config, studies) + cells_on_disk(root, names, config["budget"])))
     now = time.time()
     rows = [cell_status(root, cell, grid.dataset_for(studies[cell.study], config, cell.corpus), now)
             for cell in cells]
+    for row in rows:
+        row.budget = config["budget"]
     return sorted(rows, key=lambda r: (r.study, r.dataset, r.corpus, r.model, r.fraction, r.seed))
 
 
@@ -200,16 +254,20 @@ def wall_time(seconds: float | None) -> str:
     return f"{hours}h{minutes:02d}m" if hours else f"{minutes}m{secs:02d}s"
 
 
-def render(rows: list[CellStatus], fmt: str) -> str:
+CSV_FIELDS = ["budget"] + [f.name for f in fields(CellStatus) if f.name != "budget"]
+
+
+def render(rows: list[CellStatus], fmt: str, header: bool = True) -> str:
     records = [asdict(r) for r in rows]
     if fmt == "csv":
         out = io.StringIO()
-        writer = csv.DictWriter(out, fieldnames=[f.name for f in fields(CellStatus)])
-        writer.writeheader()
+        writer = csv.DictWriter(out, fieldnames=CSV_FIELDS)
+        if header:
+            writer.writeheader()
         writer.writerows(records)
         return out.getvalue()
     records = [{("wall_time" if k == "wall_seconds" else k): (wall_time(v) if k == "wall_seconds" else v)
-                for k, v in record.items()} for record in records]
+                for k, v in record.items() if k != "budget"} for record in records]
     counts = {state: sum(r.state == state for r in rows) for state in STATES}
     summary = f"{len(rows)} cells: " + ", ".join(f"{n} {state}" for state, n in counts.items())
     # the note (an error line) is wrapped, never cut
@@ -222,17 +280,37 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m rnnrepro.status", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--study", action="append", help="only this study (repeatable); default: config's studies")
-    parser.add_argument("--budget", help="whose grid to list (paper, reduced, cpu, smoke); default: config/config.yaml's")
-    parser.add_argument("--artifact", help="only the cells of this artifact, named as its table (e.g. pru_table1)")
+    parser.add_argument("--budget", help=f"whose grid to list ({', '.join(budgets())}); default: every budget "
+                                          "with results here, else config/config.yaml's")
+    parser.add_argument("--artifact", help="only the cells of this artifact, named <study>_<artifact> as its table "
+                                           "(e.g. pru_table1)")
     parser.add_argument("--format", choices=["table", "csv"], default="table")
     args = parser.parse_args(argv)
+    root = Path.cwd()
     try:
         check_checkout()
-        rows = collect(Path.cwd(), args.study, args.budget, args.artifact)
+        shown = [args.budget] if args.budget else grid.budgets_with_results(root)
+        none_here = not shown
+        if none_here:
+            config, source = run_config(root)
+            shown = [config["budget"]]
+        tables = [(budget, collect(root, args.study, budget, args.artifact)) for budget in shown]
     except ConfigError as e:
         print(f"[rnnrepro] error: {e}", file=sys.stderr)
         return 1
-    sys.stdout.write(render(rows, args.format))
+    for line in grid.earlier_layout():
+        print(f"[rnnrepro] warning: {line}", file=sys.stderr)
+    if none_here:
+        print(f"[rnnrepro] no budget has results here yet: the grid of budget {shown[0]} ({source}); --budget B "
+              f"shows another ({', '.join(budgets())})", file=sys.stderr)
+    try:
+        for position, (budget, rows) in enumerate(tables):
+            if args.format == "table" and not args.budget:
+                print(f"{chr(10) if position else ''}budget {budget} ({grid.runs_dir(budget)}/):")
+            sys.stdout.write(render(rows, args.format, header=position == 0))
+        sys.stdout.flush()
+    except BrokenPipeError:  # its reader stopped early (`| head`): what it read is all it wanted
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
     return 0
 
 

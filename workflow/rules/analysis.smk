@@ -47,9 +47,9 @@ for _study in STUDIES:
                     STUDIES[_study], config, _artifact, Path(workflow.basedir)
                 ),
             shell:
-                "python -m rnnrepro.analysis.run_notebook {input.notebook} {output.notebook} "
+                "python -m rnnrepro.analysis.run_notebook {input.notebook:q} {output.notebook:q} "
                 "--study {params.study} --artifact {params.artifact} --metrics {input.metrics:q} "
-                "--tables {output.tables:q} --figures {output.figures:q} > {log} 2>&1"
+                "--tables {output.tables:q} --figures {output.figures:q} > {log:q} 2>&1"
 
 
 # The claims scorecard (docs/claims.md): every study's claims against every study's tables, so it is
@@ -65,22 +65,36 @@ rule claims:
         studies=[f"config/studies/{study}.yaml" for study in STUDIES],
         tables=all_tables(),
     output:
-        table=update(
-            report(
-                f"{RESULTS}/tables/claims.csv",
-                caption="../report/caption.rst",
-                category="Claims scorecard",
-                labels={"artifact": "claims", "type": "table", "name": "claims"},
+        tables=[
+            update(
+                report(
+                    path,
+                    caption="../report/caption.rst",
+                    category="Claims scorecard",
+                    labels={
+                        "artifact": "claims",
+                        "type": "table",
+                        "name": Path(path).stem,
+                    },
+                )
             )
-        ),
-        figure=update(
-            report(
-                f"{RESULTS}/figures/claims.png",
-                caption="../report/caption.rst",
-                category="Claims scorecard",
-                labels={"artifact": "claims", "type": "figure", "name": "claims"},
+            for path in claims_outputs(RESULTS, list(STUDIES))["tables"]
+        ],
+        figures=[
+            update(
+                report(
+                    path,
+                    caption="../report/caption.rst",
+                    category="Claims scorecard",
+                    labels={
+                        "artifact": "claims",
+                        "type": "figure",
+                        "name": Path(path).stem,
+                    },
+                )
             )
-        ),
+            for path in claims_outputs(RESULTS, list(STUDIES))["figures"]
+        ],
         notebook=update(f"{RESULTS}/notebooks/claims.ipynb"),
     log:
         f"{LOGS}/notebooks/claims.log",
@@ -96,7 +110,9 @@ rule claims:
                 "studies": list(STUDIES),
             }
         ),
+    # The scorecard of this budget's other scale (cpu_wide beside cpu), where it exists, is read
+    # beside this one's but is not an input: building it would train that scale's grid.
     shell:
-        "python -m rnnrepro.analysis.claims {input.notebook} {output.notebook} "
+        "python -m rnnrepro.analysis.claims {input.notebook:q} {output.notebook:q} "
         "--run-config {params.run_config:q} --tables-in {input.tables:q} "
-        "--table {output.table} --figure {output.figure} > {log} 2>&1"
+        "--tables {output.tables:q} --figures {output.figures:q} > {log:q} 2>&1"

@@ -1,27 +1,29 @@
 # Config validation and the target list, built from the study files (never hard-coded).
 import json
 import os
+import shlex
 import sys
 from contextlib import contextmanager
 from pathlib import Path
 
 from snakemake.exceptions import WorkflowError
 from snakemake.logging import logger
+from snakemake.settings.types import DeploymentMethod
 
-SRC = Path(workflow.basedir) / "src"
-# The Snakefile reads the config through the project's own (torch-free) modules.
-sys.path.insert(0, str(SRC))
-from rnnrepro import grid, precision
-from rnnrepro.configuration import ConfigError, load_run_config, load_study
+# SRC is on sys.path (config_file.smk): the project's own (torch-free) modules, from this checkout
+from rnnrepro import command_line, grid, precision, targets
+from rnnrepro.configuration import ConfigError, budgets, load_run_config, load_study
 from rnnrepro.custom_cells import check_custom_cells, export as export_custom_cells
 from rnnrepro.report import artifact_caption, claims_caption
 from rnnrepro.runtime import DEVICE_ENV
 from rnnrepro.slurm import command_line_executor, slurm_problem
 from rnnrepro.train.progress_file import another_trainer
 from rnnrepro.analysis.claims import check_claims
+from rnnrepro.analysis.claims import outputs as claims_outputs
 from rnnrepro.analysis.failed_notebooks import last_failure
 from rnnrepro.data.autocomplete import AUTOCOMPLETE_DATASETS
 from rnnrepro.data.registry import DATASETS
+from rnnrepro.data.transfer import MIRROR_ENV, TRUST_ENV
 from rnnrepro.data.text8style import TEXT8STYLE_DATASETS
 from rnnrepro.evaluation.plan import (
     artifact_evaluation_files,
@@ -70,6 +72,8 @@ with config_errors_stop_the_workflow():
             for name in config["studies"]
         }
     export_custom_cells(config["custom_cells"], CUSTOM_SOURCE)
+    # every budget's outputs are known from these (a target of another budget is named as such)
+    EVERY_BUDGETS_STUDIES = STUDIES
     # A second scale of a budget (cpu_wide) exists only in the study files that define it.
     STUDIES = grid.studies_with_budget(STUDIES, config["budget"])
 
@@ -99,8 +103,9 @@ if workflow.is_main_process:
             f"Warning: {SLURM_PROBLEM}. (A dry run only plans; a run would stop here.)"
         )
 
-# This budget's results tree and logs: results/ and logs/ for smoke, results/<budget>/ and
-# logs/<budget>/ for the others, so budgets on the same corpus never share a run folder or a table.
+# This budget's results tree and logs: results/ and logs/ for the default budget (paper),
+# results/<budget>/ and logs/<budget>/ for every other one, smoke included, so budgets on the same
+# corpus never share a run folder or a table (rnnrepro.layout).
 RESULTS = grid.results_dir(config["budget"])
 LOGS = grid.logs_dir(config["budget"])
 # Its run folders: runs/ for fp32 cells, runs-bf16/ (runs-tf32/ on a GPU) for cells of a precision whose
@@ -128,12 +133,79 @@ onstart:
 
 
 ENV = "../envs/rnnrepro.yaml"
+
+
+def shell_word(text):
+    """``text`` as one word of the shell prefix (quoted; braces doubled, as the prefix is formatted
+    like a shell command)."""
+    return shlex.quote(str(text)).replace("{", "{{").replace("}", "}}")
+
+
 # Every rule runs the project's modules from this checkout (also inside a conda env), on the run
-# config's device. (The prefix is formatted like a shell command: {{ }} escape braces.)
-shell.prefix(
-    f"set -euo pipefail; export PYTHONPATH='{SRC}':${{{{PYTHONPATH:-}}}}; "
-    f"export {DEVICE_ENV}={config['device']}; "
+# config's device, with the Python that runs Snakemake: its folder comes first on PATH, so `python` in
+# a rule is the interpreter that has the project's packages even where the shell's PATH lacks them
+# (a .venv not activated). Under --use-conda the job's conda environment provides python instead.
+USES_CONDA = DeploymentMethod.CONDA in workflow.deployment_settings.deployment_method
+INTERPRETER = (
+    ""
+    if USES_CONDA or not sys.executable
+    else f'export PATH={shell_word(Path(sys.executable).parent)}:"$PATH"; '
 )
+# Where data may come from (data.smk's fetch): set only where the config sets it, so that an empty
+# data_mirror leaves the environment's RNNREPRO_DATA_MIRROR in force.
+DATA_SOURCE = (
+    f"export {MIRROR_ENV}={shell_word(config['data_mirror'])}; "
+    if config["data_mirror"]
+    else ""
+) + (f"export {TRUST_ENV}=1; " if config["trust_unverified_downloads"] else "")
+shell.prefix(
+    f"set -euo pipefail; export PYTHONPATH={shell_word(SRC)}:${{{{PYTHONPATH:-}}}}; "
+    f"export {DEVICE_ENV}={config['device']}; {DATA_SOURCE}{INTERPRETER}"
+)
+
+
+def check_the_command():
+    """The command line's targets against every budget's outputs (rnnrepro.targets), and one line where
+    the run config's budget is not the one the command's profile sets. In the main process only, once
+    every rule is defined (the Snakefile calls it last)."""
+    if not workflow.is_main_process:
+        return
+    requested = command_line.requested_targets()
+    if requested is None:  # Snakemake driven from Python: no command line to read
+        return
+    for line in grid.earlier_layout():
+        logger.warning(f"[rnnrepro] warning: {line}")
+    replaced = command_line.replaced_budget(config["budget"], CUSTOM_SOURCE)
+    if replaced:
+        cells = targets.training_cells(STUDIES, config, requested)
+        untrained = sum(
+            not Path(cell.run_dir, "metrics.json").exists() for cell in cells
+        )
+        logger.warning(
+            f"[rnnrepro] budget {config['budget']}, {replaced}: the targets need "
+            f"{len(cells)} training cells, {untrained} of them not trained yet, in {RUNS}/"
+        )
+    study_files = [
+        path.stem for path in Path(workflow.basedir, "config/studies").glob("*.yaml")
+    ]
+
+    def problems(names):
+        rules = [rule.name for rule in workflow.rules]
+        return targets.problems(
+            names,
+            EVERY_BUDGETS_STUDIES,
+            config["budget"],
+            budgets(),
+            rules,
+            command_line.command_for,
+            study_files,
+        )
+
+    found = problems(requested)
+    for option, names in command_line.named_jobs().items():
+        found += [f"{option} {problem}" for problem in problems(names)]
+    if found:
+        raise WorkflowError("\n".join(found))
 
 
 wildcard_constraints:
@@ -174,11 +246,13 @@ def all_artifacts():
             out = artifact_outputs(study, artifact)
             targets += out["tables"] + out["figures"] + [out["notebook"]]
     # the claims scorecard (rule claims in analysis.smk)
-    return targets + [
-        f"{RESULTS}/tables/claims.csv",
-        f"{RESULTS}/figures/claims.png",
-        f"{RESULTS}/notebooks/claims.ipynb",
-    ]
+    scorecard = claims_outputs(RESULTS, list(STUDIES))
+    return (
+        targets
+        + scorecard["tables"]
+        + scorecard["figures"]
+        + [f"{RESULTS}/notebooks/claims.ipynb"]
+    )
 
 
 def all_tables():

@@ -5,18 +5,27 @@
 # layout and checks: docs/data.md.
 
 
-# The mirror and the trust switch are read from the config inside the script, not passed as params:
-# a changed param reruns the job and everything downstream, but where a checked file came from does
-# not change it. Beside the raw file the job writes <file>.fetch.json (its sha256), which prepare checks.
+# The mirror and the trust switch reach the job through its environment (RNNREPRO_DATA_MIRROR,
+# RNNREPRO_TRUST_UNVERIFIED, set by the shell prefix in common.smk), not as rule params or in its
+# command: Snakemake reruns a job whose params or command changed, and everything downstream, but where
+# a checked file came from does not change it. Beside the raw file the job writes <file>.fetch.json (its
+# sha256), which prepare checks.
+# The paths of the data rules are relative and made of ids (dataset ids, the registry's file names), so
+# a project folder whose path has a space splits none of them; the preparing rules keep their commands
+# unquoted because Snakemake reruns a job whose command text changed, and with it every cell trained on
+# its corpus (tests/test_commands.py lists the placeholders left unquoted).
 rule fetch_dataset:
     output:
         "data/raw/{dataset}/{file}",
     log:
         "logs/data/fetch_{dataset}_{file}.log",
+    wildcard_constraints:
+        dataset=one_of(DATASETS),
     conda:
         ENV
-    script:
-        "../scripts/fetch_dataset.py"
+    shell:
+        "python -m rnnrepro.data fetch {wildcards.dataset} --dest data/raw/{wildcards.dataset} "
+        "> {log:q} 2>&1"
 
 
 rule prepare_dataset:

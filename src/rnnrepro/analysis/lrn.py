@@ -26,6 +26,7 @@ from pathlib import Path
 import pandas as pd
 
 from .. import console
+from ..cells import implementation
 from .results import paper_values, read_cells
 from .run_files import read_run_config
 
@@ -208,6 +209,7 @@ def speed_table(speed: dict, study: dict, artifact: str = "speed") -> pd.DataFra
     machine = speed.get("machine", {})
     table["device"] = (f"{machine['cpu']} CPU, {machine['threads']} threads"
                        if speed["device_name"] == "cpu" and machine.get("cpu") else speed["device_name"])
+    table["implementation"] = [implementation(cell, speed["device"].split(":")[0]) for cell in table["cell"]]
     paper = study["paper"].get(artifact, {})
     for task, models in paper.items():
         reference_time = models[reference["model"]]["time_s"]

@@ -51,7 +51,7 @@ def read_metrics(path: Path | str) -> dict:
     """A cell's metrics.json, checked against the metrics schema; FileNotFoundError if it is missing."""
     path = Path(path)
     metrics = _read_json(path)
-    problems = schema_problems(metrics, "metrics") + _finite_problems(metrics)
+    problems = schema_problems(metrics, "metrics") + finite_problems(metrics)
     if problems:
         raise DamagedRunFile(f"run folder {path.parent}: {path.name} is damaged: {'; '.join(problems[:5])}. "
                              f"{_rebuild(path)}")
@@ -69,12 +69,13 @@ def read_run_config(run_dir: Path | str) -> dict:
     return config
 
 
-def _finite_problems(value, where: str = "") -> list[str]:
-    """Every NaN or infinite number in a JSON value (nested keys joined by dots)."""
+def finite_problems(value, where: str = "") -> list[str]:
+    """Every NaN or infinite number in a JSON value (nested keys joined by dots): JSON has none, but
+    Python's json module writes and reads them."""
     if isinstance(value, dict):
-        return [p for key, item in value.items() for p in _finite_problems(item, f"{where}.{key}" if where else key)]
+        return [p for key, item in value.items() for p in finite_problems(item, f"{where}.{key}" if where else key)]
     if isinstance(value, list):
-        return [p for i, item in enumerate(value) for p in _finite_problems(item, f"{where}[{i}]")]
+        return [p for i, item in enumerate(value) for p in finite_problems(item, f"{where}[{i}]")]
     if isinstance(value, float) and not math.isfinite(value):
         return [f"{where or '(the file)'} is {value}"]
     return []
@@ -113,7 +114,7 @@ def read_evaluation_file(path: Path | str) -> dict:
         value = data.get(key)
         if not isinstance(value, (int, float)) or isinstance(value, bool):
             problems.append(f"{key} is not a number ({value!r})" if key in data else f"no {key}")
-    problems += _finite_problems(data)
+    problems += finite_problems(data)
     if problems:
         raise DamagedRunFile(f"{path} is damaged: {'; '.join(problems[:5])}. {_rerun_evaluation(path)}")
     return data
@@ -145,7 +146,7 @@ def read_speed_file(path: Path | str) -> dict:
                          for key in SPEED_ROW_NUMBERS
                          if not isinstance(row.get(key), (int, float)) or isinstance(row.get(key), bool)
                          or not row.get(key) > 0]
-    problems += _finite_problems(data)
+    problems += finite_problems(data)
     if problems:
         raise DamagedRunFile(f"{path} is damaged: {'; '.join(problems[:5])}. {rerun}")
     return data

@@ -6,10 +6,11 @@
 The executed notebook is written to OUTPUT. Every metrics.json it is given is checked first
 (rnnrepro.analysis.run_files): a damaged one stops the run with an error naming its run folder, before
 any notebook cell runs; so does a stale one, whose config.json is not what the study file gives that cell
-now (``run_files.stale_problem``: a table is never made from it). If a cell fails, the executed notebook (with the traceback) is kept in
-``logs/notebooks/<notebook>.failed.ipynb`` and the error names the notebook, the failing cell and where
-to look; the next successful run removes it. Training results are never touched, so a fixed notebook
-reruns in seconds. The notebook writes its tables and figures beside their places first
+now (``run_files.stale_problem``: a table is never made from it). If a cell fails, the executed notebook
+(with the traceback) is kept in ``<logs>/notebooks/<notebook>.failed.ipynb``, in the logs of the budget
+whose results tree OUTPUT is in (rnnrepro.layout), and the error names the notebook, the failing cell and
+where to look; the next successful run removes it. Training results are never touched, so a fixed
+notebook reruns in seconds. The notebook writes its tables and figures beside their places first
 (``<name>.partial.<ext>``), and they replace an earlier run's only when it has succeeded and its tables
 have their declared columns: a failing rebuild leaves the earlier tables and figures (the workflow
 marks them ``update()``, so Snakemake neither removes them before the job nor after its failure; and
@@ -35,7 +36,7 @@ import jupytext
 import nbformat
 import papermill
 
-from .. import console
+from .. import console, layout
 from ..configuration import ConfigError, check_checkout, load_study
 from . import failed_notebooks
 from .run_files import check_metrics_files, stale_problem
@@ -72,9 +73,14 @@ def _renamed(text: str, names: dict[str, str]) -> str:
     return text
 
 
-def failed_copy(notebook: Path) -> Path:
-    """Where the executed notebook of a failed run is kept."""
-    return FAILED_DIR / f"{notebook.stem}.failed.ipynb"
+def failed_copy(notebook: Path, output: Path | None = None) -> Path:
+    """Where the executed notebook of a failed run is kept: beside the notebook logs of the budget whose
+    results tree ``output`` is in (results/smoke/notebooks/x.ipynb: logs/smoke/notebooks/), else in
+    FAILED_DIR."""
+    folder = FAILED_DIR
+    if output is not None and not output.is_absolute() and output.parts[:1] == (layout.RESULTS,):
+        folder = Path(layout.LOGS, *output.parent.parts[1:])
+    return folder / f"{notebook.stem}.failed.ipynb"
 
 
 def execute(source: Path, executed: Path, parameters: dict) -> None:
@@ -137,7 +143,7 @@ def _run(notebook: Path, output: Path, parameters: dict) -> None:
                                            "tables": [str(partial[Path(p)]) for p in parameters["tables"]],
                                            "figures": [str(partial[Path(p)]) for p in parameters["figures"]]})
             except papermill.PapermillExecutionError as e:
-                kept = failed_copy(notebook)
+                kept = failed_copy(notebook, output)
                 kept.parent.mkdir(parents=True, exist_ok=True)
                 shutil.copy(executed, kept)
                 raise RuntimeError(
@@ -164,7 +170,7 @@ def _run(notebook: Path, output: Path, parameters: dict) -> None:
     finally:
         for path in partial.values():
             path.unlink(missing_ok=True)
-    failed_copy(notebook).unlink(missing_ok=True)  # a failure's record, now stale
+    failed_copy(notebook, output).unlink(missing_ok=True)  # a failure's record, now stale
 
 
 def column_differences(study: str, artifact: str, tables: list[str]) -> list[str]:

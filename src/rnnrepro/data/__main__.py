@@ -15,12 +15,13 @@ from __future__ import annotations
 
 import argparse
 import errno
+import os
 import sys
 from pathlib import Path
 
 from .. import console
 from .autocomplete import AUTOCOMPLETE_DATASETS, build
-from .download import MIRROR_ENV, fetch
+from .download import MIRROR_ENV, TRUST_ENV, fetch
 from .preprocess import fraction, prepare, write_error
 from .registry import DATASETS, DataError
 from .text8style import TEXT8STYLE_DATASETS
@@ -66,8 +67,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--mirror", help=f"directory or URL prefix holding the raw file or, where the registry "
                                     "publishes their digests, the archive's member files (default: "
                                     f"${MIRROR_ENV}, else the canonical URLs); see docs/data.md")
-    p.add_argument("--trust-unverified", action="store_true",
-                   help="accept a dataset whose registry entry has no sha256")
+    p.add_argument("--trust-unverified", action="store_true", default=bool(os.environ.get(TRUST_ENV)),
+                   help=f"accept a dataset whose registry entry has no sha256 (default: set when ${TRUST_ENV} is "
+                        "not empty, as the workflow sets it from the config's trust_unverified_downloads)")
 
     p = commands.add_parser("prepare", help="write the processed splits, vocab.txt and stats.json")
     p.add_argument("dataset", choices=DATASETS)

@@ -33,11 +33,11 @@ from .archive import member_digests
 from .mirror_members import fetch_members
 from .registry import DataError, Dataset, get_dataset
 from .synthetic import synthetic_bytes
-from .transfer import (MIRROR_ENV, MIRROR_HINT, ChecksumError, DownloadError, Source, Unavailable, file_digest,
-                       mirror_prefix, retrieve, with_gz)
+from .transfer import (MIRROR_ENV, MIRROR_HINT, TRUST_ENV, ChecksumError, DownloadError, Source, Unavailable,
+                       file_digest, mirror_prefix, retrieve, with_gz)
 
-__all__ = ["MIRROR_ENV", "ChecksumError", "DiskFullError", "DownloadError", "UnverifiedDatasetError", "check_raw",
-           "fetch", "file_digest", "record_path", "sources", "verify"]
+__all__ = ["MIRROR_ENV", "TRUST_ENV", "ChecksumError", "DiskFullError", "DownloadError", "UnverifiedDatasetError",
+           "check_raw", "fetch", "file_digest", "record_path", "sources", "verify"]
 
 RECORD_SUFFIX = ".fetch.json"
 

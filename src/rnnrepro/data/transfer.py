@@ -29,6 +29,8 @@ import pooch
 from .registry import DataError
 
 MIRROR_ENV = "RNNREPRO_DATA_MIRROR"
+# `fetch --trust-unverified` where it is not empty (the workflow sets it from trust_unverified_downloads)
+TRUST_ENV = "RNNREPRO_TRUST_UNVERIFIED"
 MIRROR_HINT = f"--mirror, the environment variable {MIRROR_ENV} or the config key data_mirror"
 _CHUNK = 1 << 20
 # A file that is there but whose compressed stream breaks off or is corrupt.
