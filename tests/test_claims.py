@@ -822,17 +822,22 @@ def test_the_other_scale_is_shown_beside_or_said_not_yet_run():
 
 def scale_project(tmp_path, with_wide: bool):
     """A project copy with hand-written lru_accuracy tables (FIXTURE numbers) of the cpu budget and, if
-    asked, of cpu_wide with its scorecard built first, as `records render` orders them."""
+    asked, of cpu_wide with its scorecard built first, as `records render` orders them. The tables have
+    every declared column and a row for every model of the grid (the scorecard checks them), empty
+    where the numbers are not needed."""
     project = copy_project(tmp_path)
+    study = load_study("lru")
     def write(budget, lru, gru, rhn):
-        rows = [{"dataset": "warpeace", "model": m, "test_loss": sum(v) / 3, "test_loss_samples": ";".join(map(str, v)),
-                 "paper_test_loss": p, "params": params}
-                for m, v, p, params in (("lru_24m", lru, 1.151, 1.2e5 if budget == "cpu" else 4.8e5),
-                                        ("gru_24m", gru, 1.165, 1.2e5 if budget == "cpu" else 4.8e5),
-                                        ("rhn_24m", rhn, 1.202, 1.2e5 if budget == "cpu" else 4.8e5))]
+        given = {m: {"test_loss": sum(v) / 3, "test_loss_samples": ";".join(map(str, v)), "paper_test_loss": p,
+                     "params": 1.2e5 if budget == "cpu" else 4.8e5}
+                 for m, v, p in (("lru_24m", lru, 1.151), ("gru_24m", gru, 1.165), ("rhn_24m", rhn, 1.202))}
+        spec = grid.artifact_spec(study, {"budget": budget, "seeds": [1111]}, "accuracy")
+        rows = [{"dataset": dataset, "model": model, **given.get(model, {})}
+                for dataset in spec["datasets"] for model in spec["models"]]
         folder = project / grid.results_dir(budget) / "tables"
         folder.mkdir(parents=True)
-        pd.DataFrame(rows).to_csv(folder / "lru_accuracy.csv", index=False)
+        columns = study["artifacts"]["accuracy"]["columns"]["lru_accuracy"]
+        pd.DataFrame(rows, columns=columns).to_csv(folder / "lru_accuracy.csv", index=False)
         return folder / "lru_accuracy.csv"
 
     def claims(budget, table):

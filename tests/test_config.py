@@ -298,8 +298,9 @@ def test_snakemake_stops_on_a_bad_cell_option_before_any_job(tmp_path):
 
 def test_a_second_clone_reads_its_own_study_files_or_refuses_the_first_ones_code(tmp_path, monkeypatch):
     """One environment shared by two clones (the first one's editable install): a command run in the
-    second reads the second's study files, and a command that would read them with the first's code
-    (records, status, training, evaluation, notebooks) refuses, saying how to use the second's code."""
+    second reads the second's study files, and where the second's code differs from the first's, a
+    command that would read them with the first's code (records, status, training, evaluation,
+    notebooks) refuses, saying how to use the second's code. A copy of the same code runs."""
     import os
 
     from rnnrepro.configuration import project_root
@@ -314,6 +315,11 @@ def test_a_second_clone_reads_its_own_study_files_or_refuses_the_first_ones_code
     assert project_root() == REPO_ROOT
 
     env = {key: value for key, value in os.environ.items() if key != "PYTHONPATH"}
+    same_code = subprocess.run([sys.executable, "-m", "rnnrepro.records", "list", "--budget", "cpu", "--study", "nlstm"],
+                               cwd=clone, env=env, capture_output=True, text=True, timeout=300)
+    assert same_code.returncode == 0, same_code.stderr
+    grid_module = clone / "src/rnnrepro/grid.py"
+    grid_module.write_text(grid_module.read_text() + "\n# the second clone's own change\n")
     for command in (["rnnrepro.records", "list", "--budget", "cpu", "--study", "nlstm"], ["rnnrepro.status"]):
         refused = subprocess.run([sys.executable, "-m", *command], cwd=clone, env=env, capture_output=True,
                                  text=True, timeout=300)

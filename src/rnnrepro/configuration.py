@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import copy
 import difflib
+import hashlib
 import json
 import re
 from pathlib import Path
@@ -56,13 +57,24 @@ def project_root() -> Path:
     return working_tree() or REPO_ROOT
 
 
+def _code_digest(package: Path) -> str:
+    """sha256 over the package's Python files (their paths and bytes)."""
+    digest = hashlib.sha256()
+    for path in sorted(package.rglob("*.py")):
+        digest.update(f"{path.relative_to(package)}\0".encode())
+        digest.update(path.read_bytes())
+    return digest.hexdigest()
+
+
 def other_checkout_problem() -> str | None:
-    """Why a command must not run here: it runs in a checkout that has its own src/rnnrepro, while this
-    process imported the package from somewhere else (another clone's editable install, say). It would
-    read this checkout's study files and results with the other's code, and record runs under this
-    checkout's git sha. None when they agree, or outside a checkout."""
+    """Why a command must not run here: it runs in a checkout whose own src/rnnrepro holds other code than
+    the package this process imported (another clone's editable install, say). It would read this
+    checkout's study files and results with the other's code, and record runs under this checkout's git
+    sha. None when they agree (the same checkout, or a copy of the same code), or outside a checkout."""
     tree = working_tree()
     if tree is None or tree == REPO_ROOT or not (tree / "src" / "rnnrepro").is_dir():
+        return None
+    if _code_digest(tree / "src" / "rnnrepro") == _code_digest(Path(__file__).resolve().parent):
         return None
     return (f"this command runs in {tree}, but imports rnnrepro from {Path(__file__).resolve().parent}, another "
             f"checkout: it would read this checkout's study files and results with that one's code. Use this "

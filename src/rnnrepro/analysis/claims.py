@@ -129,11 +129,15 @@ def _selector_value_problems(study: dict, claim: dict, artifact: str, where: str
     that the claim's artifact does not have: such a row never matches, and the claim would silently read
     "not tested" (a typo like ``lstm_m1001``)."""
     spec = study["artifacts"][artifact]
-    domains = {"model": spec["models"]}
+    # a speed artifact's rows are the speed benchmark's models (`speed:`, or a budget's), not its grid's
+    timed = [*study.get("speed", {}).get("models", []),
+             *(model for budget in study.get("budgets", {}).values() for model in budget.get("speed", {}).get("models", []))]
+    domains = {"model": list(dict.fromkeys([*spec["models"], *(timed if spec.get("speed") else [])]))}
     if "recipes" in study:
         domains["recipe"] = list(study["recipes"])
-    if "models" in study:
-        domains["cell"] = sorted({study["models"][m]["cell"] for m in spec["models"] if m in study["models"]})
+    cells = {study.get("models", {}).get(m, {}).get("cell") for m in spec["models"]} - {None}
+    if cells:
+        domains["cell"] = sorted(cells)
     if "datasets" in spec:
         domains["dataset"] = [*spec["datasets"], EVERY_DATASET]
     if "fractions" in spec:
@@ -906,6 +910,21 @@ def read_scorecard(path: str | Path) -> pd.DataFrame:
     if problems:
         raise DamagedTable(f"{os.path.relpath(path)} is damaged: {'; '.join(problems[:5])}. {rebuild}")
     return card
+
+
+def read_effects(path: str | Path) -> pd.DataFrame:
+    """A written table of compared pairs (``claims_effects.csv``), checked: its columns; a damaged one
+    names the file."""
+    rebuild = f"Rebuild it: rerun the command that made it (its target {os.path.relpath(path)} with --force)"
+    try:
+        pairs = pd.read_csv(path)
+    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as e:
+        said = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        raise DamagedTable(f"{os.path.relpath(path)} is damaged: not a CSV table ({said}). {rebuild}") from None
+    missing = [column for column in EFFECT_COLUMNS if column not in pairs.columns]
+    if missing:
+        raise DamagedTable(f"{os.path.relpath(path)} is damaged: no column {', '.join(missing)}. {rebuild}")
+    return pairs
 
 
 def other_scale_files(studies: dict[str, dict], budget: str) -> dict[str, dict[str, str]]:
