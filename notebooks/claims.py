@@ -38,7 +38,7 @@ import pandas as pd
 
 from rnnrepro.analysis.claims import (COUNTED, HELD, INCONCLUSIVE, NOT_HELD, NOT_TESTABLE, NOT_TESTED, NOT_YET_RUN,
                                       beside_other_scales, evaluate, other_scale_files, other_scales,
-                                      read_scorecard)
+                                      read_effects, read_scorecard)
 from rnnrepro.analysis.notebook import save, save_figure
 from rnnrepro.analysis.run_endings import run_endings
 from rnnrepro.configuration import load_study
@@ -52,7 +52,7 @@ scale_files = other_scale_files(studies, budget)
 other_cards = {name: read_scorecard(files["claims"]) if os.path.exists(files["claims"]) else None
                for name, files in scale_files.items()}
 card = beside_other_scales(card, studies, budget, other_cards)
-other_pairs = [pd.read_csv(files["effects"]) for files in scale_files.values() if os.path.exists(files["effects"])]
+other_pairs = [read_effects(files["effects"]) for files in scale_files.values() if os.path.exists(files["effects"])]
 pairs = pd.concat([pairs, *other_pairs], ignore_index=True) if other_pairs else pairs
 save(card, tables[0])
 save(pairs, tables[1])

@@ -26,10 +26,10 @@ figures = []
 # %%
 from rnnrepro.analysis.lrn import params_table
 from rnnrepro.analysis.notebook import save
-from rnnrepro.configuration import REPO_ROOT, load_run_config, load_study, load_yaml
+from rnnrepro.configuration import load_run_config, load_study, load_yaml, project_root
 
 study_config = load_study(study)
-run_config = load_run_config(load_yaml(REPO_ROOT / "config" / "config.yaml"))
+run_config = load_run_config(load_yaml(project_root() / "config" / "config.yaml"))
 table = params_table(study_config, run_config, artifact)
 save(table, tables[0])
 table

@@ -28,16 +28,16 @@ tables = ["results/tables/lrn_speed.csv"]
 figures = ["results/figures/lrn_speed.png"]
 
 # %%
-import json
 from pathlib import Path
 
 from rnnrepro.analysis.lrn import speed_table
 from rnnrepro.analysis.notebook import save, save_figure
+from rnnrepro.analysis.run_files import read_speed_file
 from rnnrepro.configuration import load_study
 
 study_config = load_study(study)
 # the speed rule writes <results>/speed/<study>.json beside <results>/tables/ (per budget: grid.results_dir)
-speed = json.loads((Path(tables[0]).parents[1] / "speed" / f"{study}.json").read_text())
+speed = read_speed_file(Path(tables[0]).parents[1] / "speed" / f"{study}.json")
 table = speed_table(speed, study_config, artifact)
 table["budget_shapes"] = f"batch {speed['batch_size']}, bptt {speed['bptt']}, vocab {speed['vocab_size']}"
 save(table, tables[0])

@@ -27,10 +27,10 @@ figures = []
 # %%
 from rnnrepro.analysis.autocomplete import models_table
 from rnnrepro.analysis.notebook import save
-from rnnrepro.configuration import REPO_ROOT, load_run_config, load_study, load_yaml
+from rnnrepro.configuration import load_run_config, load_study, load_yaml, project_root
 
 study_config = load_study(study)
-run_config = load_run_config(load_yaml(REPO_ROOT / "config" / "config.yaml"))
+run_config = load_run_config(load_yaml(project_root() / "config" / "config.yaml"))
 table = models_table(study_config, run_config, artifact)
 save(table, tables[0])
 assert table["equal_to_paper"].all(), "a parameter count differs from the published one"

@@ -34,10 +34,10 @@ figures = []
 # %%
 from rnnrepro.analysis import pru
 from rnnrepro.analysis.notebook import save
-from rnnrepro.configuration import REPO_ROOT, load_run_config, load_study, load_yaml
+from rnnrepro.configuration import load_run_config, load_study, load_yaml, project_root
 
 study_config = load_study(study)
-run_config = load_run_config(load_yaml(REPO_ROOT / "config" / "config.yaml"))
+run_config = load_run_config(load_yaml(project_root() / "config" / "config.yaml"))
 table = pru.ablation_counts(study_config, run_config, artifact)
 save(table, tables[0])
 

@@ -32,16 +32,16 @@ tables = ["results/tables/pru_fig4.csv"]
 figures = ["results/figures/pru_fig4.png"]
 
 # %%
-import json
 from pathlib import Path
 
 import seaborn as sns
 
 from rnnrepro.analysis import pru
 from rnnrepro.analysis.notebook import save, save_figure
+from rnnrepro.analysis.run_files import read_run_config
 from rnnrepro.data.preprocess import read_text, split_lines
 
-train_files = {json.loads((Path(p).parent / "config.json").read_text())["data"]["train_file"] for p in metrics_files}
+train_files = {read_run_config(Path(p).parent)["data"]["train_file"] for p in metrics_files}
 assert len(train_files) == 1, f"the cells were trained on different corpora: {train_files}"
 categories = pru.word_categories(split_lines(read_text(Path(train_files.pop()))))
 table = pru.fig4_table(metrics_files, categories)

@@ -3,6 +3,7 @@
 
 import json
 import math
+import os
 import re
 import shutil
 
@@ -263,6 +264,27 @@ def test_check_claims_names_the_problem(change, message):
     change(study["claims"][0])
     with pytest.raises(ConfigError, match=message):
         check_claims(study)
+
+
+@pytest.mark.parametrize("change, message", [
+    (lambda c: c["rows"][0].update(model="lstm_m1001"), r"claims.a_beats_b.rows: model 'lstm_m1001' is not one of "
+                                                        r"artifact t's \(a, b, c\)"),
+    (lambda c: c["rows"][1].update(model="bb"), r"model 'bb' is not one of artifact t's \(a, b, c\); did you mean 'b'\?"),
+    (lambda c: c.update(per={"dataset": ["ptb", "wt3"]}), r"claims.a_beats_b.per: dataset 'wt3' is not one of "
+                                                          r"artifact t's \(ptb, wt2, all\)"),
+    (lambda c: c.update(per={"dataset": ["ptb"], "model": ["a", "d"]}, rows=[{"seed": 1}, {"seed": 2}]),
+     r"per: model 'd'"),
+    (lambda c: c.update(check="closer_to_paper", paper_row={"model": "e"}), r"claims.a_beats_b.paper_row: model 'e'"),
+])
+def test_a_claim_row_naming_what_its_artifact_lacks_is_refused(change, message):
+    """A row that matches no row of its table would leave the claim "not tested" without a word: a model,
+    dataset (or fraction, recipe, cell) its artifact does not have is refused when the workflow is parsed
+    (a dry run too), with the nearest name."""
+    study = toy_study()
+    change(study["claims"][0])
+    with pytest.raises(ConfigError, match=message):
+        check_claims(study)
+    check_claims(toy_study())  # the claim as written names only what the artifact has
 
 
 def test_each_table_declares_its_columns():
@@ -592,9 +614,11 @@ def test_claims_rule_command_writes_the_scorecard(tmp_path):
     """The claims rule's command (python -m rnnrepro.analysis.claims) on a hand-written nlstm table."""
     project = copy_project(tmp_path)
     rows = [("gru_2x600", 2.2, 3.0, 2.1497), ("lstm_2x600", 2.3, 2.9, 2.2899), ("nlstm_1x600_d2", 2.6, 2.8, 2.6051)]
+    declared = load_study("nlstm")["artifacts"]["test"]["columns"]["nlstm_test"]  # the others empty
     table = pd.DataFrame(
         [{"dataset": "text8_autocomplete", "model": m, "seed": 1111, "test_cross_entropy_mean": ce,
-          "early_val_area_mean": early, "paper_test_cross_entropy": paper} for m, ce, early, paper in rows])
+          "early_val_area_mean": early, "paper_test_cross_entropy": paper} for m, ce, early, paper in rows],
+        columns=declared)
     (project / "results/tables").mkdir(parents=True)
     table.to_csv(project / "results/tables/nlstm_test.csv", index=False)
     run_config = json.dumps({"budget": "reduced", "seeds": [1111], "studies": ["nlstm"]})
@@ -618,6 +642,59 @@ def test_early_validation_loss_is_the_check_an_eighth_of_the_way():
     early = early_validation_loss(curves).set_index("model")
     assert early.loc["a", "early_iteration"] == 100 and early.loc["a", "early_val_loss"] == 5.0
     assert early.loc["b", "early_val_loss_mean"] == 6.0
+
+
+# --- a table read by the scorecard is checked as it is read -------------------------------------------
+
+def toy_table_file(tmp_path, change=None) -> Path:
+    table = toy_table().assign(test_ppl_samples=lambda t: t["test_ppl"].map(lambda v: f"{v};{v + 1}"), seed=1111)
+    table = table[["dataset", "model", "test_ppl", "test_ppl_samples", "paper_test_ppl", "seed"]]
+    if change is not None:
+        table = change(table.astype(object))
+    path = tmp_path / "toy_t.csv"
+    table.to_csv(path, index=False)
+    return path
+
+
+@pytest.mark.parametrize("change, said", [
+    (lambda t: t.iloc[:4], "no row for 2 of the 6 dataset x model of artifact t at budget cpu (wt2/b, wt2/c)"),
+    (lambda t: t[t["model"] != "c"], "no row for 2 of the 6 dataset x model"),
+    (lambda t: t.assign(test_ppl=["abc", *t["test_ppl"][1:]]), "column test_ppl holds 'abc' in row 1, not a number"),
+    (lambda t: t.assign(paper_test_ppl=[*t["paper_test_ppl"][:-1], float("inf")]), "column paper_test_ppl is inf in row 6"),
+    (lambda t: t.assign(test_ppl_samples=["60.0;x", *t["test_ppl_samples"][1:]]),
+     "column test_ppl_samples holds '60.0;x' in row 1: 'x' is not a number"),
+    (lambda t: t.drop(columns=["seed"]), "declared columns missing: seed"),
+    (lambda t: t.assign(extra=1), "columns not declared for it: extra"),
+])
+def test_a_damaged_or_cut_table_stops_the_scorecard_naming_it(tmp_path, change, said):
+    """A table cut short, a word in a number column, an infinity: the scorecard used to read them and
+    give "not tested" or "n/a" with exit status 0; it stops, naming the file and how to rebuild it."""
+    from rnnrepro.analysis.claims import DamagedTable
+
+    study, config = toy_study(), {"budget": "cpu", "seeds": [1111]}
+    good = scorecard({"toy": study}, config, [str(toy_table_file(tmp_path))])
+    assert set(good["verdict"]) == {HELD}
+    path = toy_table_file(tmp_path, change)
+    with pytest.raises(DamagedTable) as error:
+        scorecard({"toy": study}, config, [str(path)])
+    assert str(error.value).startswith(f"{os.path.relpath(path)} is damaged: ")
+    assert said in str(error.value), str(error.value)
+    assert "Rebuild it" in str(error.value)
+
+
+def test_a_file_that_is_no_table_and_a_damaged_scorecard_are_named(tmp_path):
+    from rnnrepro.analysis.claims import DamagedTable, read_scorecard
+
+    path = tmp_path / "toy_t.csv"
+    path.write_text('dataset,"model\nptb,a\n')
+    with pytest.raises(DamagedTable, match="toy_t.csv is damaged: not a CSV table"):
+        scorecard({"toy": toy_study()}, {"budget": "cpu", "seeds": [1111]}, [str(path)])
+    card = scorecard({"toy": toy_study()}, {"budget": "cpu", "seeds": [1111]}, [str(toy_table_file(tmp_path))])
+    card.to_csv(tmp_path / "claims.csv", index=False)
+    assert read_scorecard(str(tmp_path / "claims.csv"))["verdict"].tolist() == card["verdict"].tolist()
+    card.assign(verdict="maybe").to_csv(tmp_path / "claims.csv", index=False)
+    with pytest.raises(DamagedTable, match="claims.csv is damaged: row 1 has verdict 'maybe'"):
+        read_scorecard(str(tmp_path / "claims.csv"))
 
 
 # --- effects, paired comparisons, claims not testable at a scale, flags ------------------------------
@@ -741,17 +818,22 @@ def test_the_other_scale_is_shown_beside_or_said_not_yet_run():
 
 def scale_project(tmp_path, with_wide: bool):
     """A project copy with hand-written lru_accuracy tables (FIXTURE numbers) of the cpu budget and, if
-    asked, of cpu_wide with its scorecard built first, as `records render` orders them."""
+    asked, of cpu_wide with its scorecard built first, as `records render` orders them. The tables have
+    every declared column and a row for every model of the grid (the scorecard checks them), empty
+    where the numbers are not needed."""
     project = copy_project(tmp_path)
+    study = load_study("lru")
     def write(budget, lru, gru, rhn):
-        rows = [{"dataset": "warpeace", "model": m, "test_loss": sum(v) / 3, "test_loss_samples": ";".join(map(str, v)),
-                 "paper_test_loss": p, "params": params}
-                for m, v, p, params in (("lru_24m", lru, 1.151, 1.2e5 if budget == "cpu" else 4.8e5),
-                                        ("gru_24m", gru, 1.165, 1.2e5 if budget == "cpu" else 4.8e5),
-                                        ("rhn_24m", rhn, 1.202, 1.2e5 if budget == "cpu" else 4.8e5))]
+        given = {m: {"test_loss": sum(v) / 3, "test_loss_samples": ";".join(map(str, v)), "paper_test_loss": p,
+                     "params": 1.2e5 if budget == "cpu" else 4.8e5}
+                 for m, v, p in (("lru_24m", lru, 1.151), ("gru_24m", gru, 1.165), ("rhn_24m", rhn, 1.202))}
+        spec = grid.artifact_spec(study, {"budget": budget, "seeds": [1111]}, "accuracy")
+        rows = [{"dataset": dataset, "model": model, **given.get(model, {})}
+                for dataset in spec["datasets"] for model in spec["models"]]
         folder = project / grid.results_dir(budget) / "tables"
         folder.mkdir(parents=True)
-        pd.DataFrame(rows).to_csv(folder / "lru_accuracy.csv", index=False)
+        columns = study["artifacts"]["accuracy"]["columns"]["lru_accuracy"]
+        pd.DataFrame(rows, columns=columns).to_csv(folder / "lru_accuracy.csv", index=False)
         return folder / "lru_accuracy.csv"
 
     def claims(budget, table):

@@ -294,3 +294,39 @@ def test_snakemake_stops_on_a_bad_cell_option_before_any_job(tmp_path):
     output = planned.stdout + planned.stderr
     assert planned.returncode != 0
     assert f"{study} is invalid" in output and "unknown option 'levles'" in output
+
+
+def test_a_second_clone_reads_its_own_study_files_or_refuses_the_first_ones_code(tmp_path, monkeypatch):
+    """One environment shared by two clones (the first one's editable install): a command run in the
+    second reads the second's study files, and where the second's code differs from the first's, a
+    command that would read them with the first's code (records, status, training, evaluation,
+    notebooks) refuses, saying how to use the second's code. A copy of the same code runs."""
+    import os
+
+    from rnnrepro.configuration import project_root
+
+    clone = copy_project(tmp_path)
+    study_file = clone / "config/studies/pru.yaml"
+    study_file.write_text(study_file.read_text().replace("title: ", "title: second clone's ", 1))
+    monkeypatch.chdir(clone / "notebooks")  # anywhere inside the clone
+    assert project_root() == clone.resolve()
+    assert load_study("pru")["title"].startswith("second clone's ")
+    monkeypatch.chdir(tmp_path.parent)  # outside any checkout: the package's own
+    assert project_root() == REPO_ROOT
+
+    env = {key: value for key, value in os.environ.items() if key != "PYTHONPATH"}
+    same_code = subprocess.run([sys.executable, "-m", "rnnrepro.records", "list", "--budget", "cpu", "--study", "nlstm"],
+                               cwd=clone, env=env, capture_output=True, text=True, timeout=300)
+    assert same_code.returncode == 0, same_code.stderr
+    grid_module = clone / "src/rnnrepro/grid.py"
+    grid_module.write_text(grid_module.read_text() + "\n# the second clone's own change\n")
+    for command in (["rnnrepro.records", "list", "--budget", "cpu", "--study", "nlstm"], ["rnnrepro.status"]):
+        refused = subprocess.run([sys.executable, "-m", *command], cwd=clone, env=env, capture_output=True,
+                                 text=True, timeout=300)
+        assert refused.returncode == 1, refused.stdout
+        assert f"this command runs in {clone.resolve()}, but imports rnnrepro from {REPO_ROOT / 'src' / 'rnnrepro'}" \
+            in refused.stderr and "PYTHONPATH=src" in refused.stderr, refused.stderr
+    listed = subprocess.run([sys.executable, "-m", "rnnrepro.records", "list", "--budget", "cpu", "--study", "nlstm"],
+                            cwd=clone, env=dict(env, PYTHONPATH=str(clone / "src")), capture_output=True, text=True,
+                            timeout=300)
+    assert listed.returncode == 0, listed.stderr

@@ -132,6 +132,13 @@ BROKEN_CELLS = {
                "        return outputs[..., :-1], last\n"),
     "state_lost": ("    def forward(self, x, state):\n        outputs, last = super().forward(x, state)\n"
                    "        return outputs, last[0]\n"),
+    "long_windows": ("    def forward(self, x, state):\n        if x.size(0) > 10:\n"
+                     "            raise IndexError('windows above 10 steps are not handled')\n"
+                     "        return super().forward(x, state)\n"),
+    "nan": ("    def forward(self, x, state):\n        outputs, last = super().forward(x, state)\n"
+            "        return outputs * float('nan'), last\n"),
+    "nan_gradient": ("    def forward(self, x, state):\n        outputs, last = super().forward(x, state)\n"
+                     "        import torch\n        return outputs + torch.sqrt(0 * outputs), last\n"),
 }
 
 
@@ -159,6 +166,28 @@ def test_a_cell_that_breaks_the_contract_is_named_at_config_check(custom, tmp_pa
     assert "docs/custom_cells.md" in rest[-1]
 
 
+@pytest.mark.parametrize("kind, message", [
+    ("long_windows", "broken_long_windows:BrokenMGU(input_size=32, hidden_size=64) forward on x of shape "
+                     "(40, 2, 32) (as long as training's windows) from the state the second returned raised "
+                     "IndexError: windows above 10 steps are not handled"),
+    ("nan", "forward on x of shape (3, 2, 32) (finite, from torch.randn) returned outputs with NaN or infinite "
+            "values"),
+    ("nan_gradient", "the backward pass of broken_nan_gradient:BrokenMGU(input_size=32, hidden_size=64) on x of "
+                     "shape (40, 2, 32) gave NaN or infinite gradients"),
+])
+def test_a_cell_failing_only_at_trainings_length_or_giving_nan_is_named_at_config_check(custom, tmp_path, monkeypatch,
+                                                                                       kind, message):
+    """The trial runs the cell on a window as long as its recipes give it at the run's budget (the smoke
+    PRU recipe's: 40 steps) and wants every output, state and gradient finite: a cell that raises only
+    for longer windows, or gives NaN, stops the dry run, not the first training job or its lr advice."""
+    custom["mgu"]["cell"] = broken_cell(tmp_path, kind, monkeypatch)
+    run_config = load_run_config({**load_yaml(REPO_ROOT / "config" / "config.yaml"), "budget": "smoke"})
+    with pytest.raises(ConfigError) as error:
+        check_custom_cells(custom, studies(), "my_cell.yaml", run_config)
+    first = str(error.value).splitlines()[0]
+    assert first.startswith("my_cell.yaml: custom_cells.mgu: ") and message in first, first
+
+
 def test_trial_sizes_keep_the_models_equal_widths_equal():
     pru, lru = studies().values()
     # PRU Table 1: a 400-wide tied embedding into 1000-wide layers, the last back to 400
@@ -169,12 +198,17 @@ def test_trial_sizes_keep_the_models_equal_widths_equal():
 
 
 def test_every_built_in_model_passes_the_trial():
-    """The trial cannot refuse a cell that trains: each model of every study, at its trial sizes."""
+    """The trial cannot refuse a cell that trains: each model of every study, at its trial sizes, on a
+    window as long as the longest recipe's (110 steps: the LRN recipe's cap)."""
+    tried = set()
     for name in ("pru", "lru", "nlstm", "lrn"):
         study = load_study(name, custom_cells={})
         for model_id, model in study["models"].items():
             for sizes in trial_layer_sizes(study, model):
-                assert try_cell(model["cell"], model["cell_options"], *sizes) is None, (name, model_id, sizes)
+                key = (model["cell"], repr(model["cell_options"]), sizes)
+                if key not in tried:
+                    tried.add(key)
+                    assert try_cell(model["cell"], model["cell_options"], *sizes, 110) is None, (name, model_id, sizes)
 
 
 def test_dry_run_stops_on_a_transposed_cell_naming_file_and_cell(tmp_path):

@@ -357,6 +357,30 @@ def test_a_full_disk_stops_the_fetch_at_once(member_dataset, tmp_path, monkeypat
     assert_nothing_kept(dest)
 
 
+@pytest.mark.parametrize("command, room", [("prepare", 8), ("prepare", 200_000), ("fraction", 8)])
+def test_a_full_disk_while_preparing_is_named_as_fetch_names_it(tmp_path, monkeypatch, capsys, command, room):
+    """prepare (extracting the archive, or writing the splits) and fraction on a full disk: the data layer's
+    disk-full message, naming the file and the fix, exit status 2, no traceback, no half-written file."""
+    raw = fetch("synth_ptb", tmp_path / "raw")
+    source = tmp_path / "prepared"
+    assert cli(["prepare", "synth_ptb", "--raw", str(raw), "--out", str(source)]) == 0
+    out = tmp_path / "processed"
+    out.mkdir()
+    FullDisk(monkeypatch, out, tmp_path / "no_mirror", room=room)
+    capsys.readouterr()
+    if command == "prepare":
+        code = cli(["prepare", "synth_ptb", "--raw", str(raw), "--out", str(out)])
+    else:
+        code = cli(["fraction", "--train", str(source / "train.txt"), "--tokenizer", "word", "--percent", "20",
+                    "--out", str(out / "train.fraction20.txt")])
+    err = capsys.readouterr().err
+    assert code == 2, err
+    assert err.startswith(f"error: no space left writing {out}"), err
+    assert f"free space on the disk holding {out}" in err and "rerun" in err
+    assert not [path for path in out.rglob("*") if path.is_file() and path.stat().st_size and ".tmp" in path.name]
+    assert not [path for path in out.rglob("*.tmp")]
+
+
 def test_archive_with_a_published_digest_or_published_members(register, tmp_path):
     """WikiText-2: the zip's own digest, or (a repacked zip, or a mirror of the member files) its members'."""
     original = tmp_path / "original.zip"

@@ -601,16 +601,23 @@ def test_paper_budget_dry_run_lists_every_evaluation(tmp_path):
 # ---- the notebooks, on fixtures ----------------------------------------------------------------
 
 def fixture_cells(tmp_path: Path, evaluation: str, make) -> list[str]:
+    """Two paper-budget PTB cells with what a notebook reads: metrics.json, the config.json the study file
+    gives them (a notebook reads no stale cell) and the evaluation's output made by ``make(model)``."""
     files = []
+    run_config = load_run_config({**load_yaml(REPO_ROOT / "config" / "config.yaml"), "budget": "paper"})
     for model in ("pru_g4_k2_m1400", "lstm_m1000"):
-        run_dir = tmp_path / "runs" / model
+        grid_cell = grid.Cell("pru", "ptb", model, 100, 1111, "paper")
+        run_dir = tmp_path / grid_cell.run_dir
         run_dir.mkdir(parents=True)
+        (run_dir / "config.json").write_text(json.dumps(grid.resolve_cell(load_study("pru"), run_config, grid_cell)))
         cell = {"study": "pru", "dataset": "ptb", "corpus": "ptb", "model": model, "fraction": 100, "seed": 1111,
                 "budget": "paper"}
         trained = {"params": 1000, "epochs": 1, "wall_seconds": 1.0, "val_loss": 4.2, "val_ppl": math.exp(4.2),
                    "test_loss": 4.1, "test_ppl": math.exp(4.1)}  # what the trainer writes (not read here)
         (run_dir / "metrics.json").write_text(json.dumps({**cell, **trained}))
-        (run_dir / f"{evaluation}.json").write_text(json.dumps({**cell, **make(model)}))
+        method = {"dynamic_eval": "dynamic"}.get(evaluation, evaluation)  # pru.yaml's `evaluations:`
+        (run_dir / f"{evaluation}.json").write_text(json.dumps({**cell, "evaluation": evaluation, "method": method,
+                                                                **make(model)}))
         files.append(str(run_dir / "metrics.json"))
     return files
 

@@ -39,3 +39,12 @@ def test_notebooks_leave_reading_and_writing_to_the_helper(notebook):
     for own_copy in ("matplotlib.use(", ".to_csv(", ".savefig("):
         assert own_copy not in text, f"{notebook.name} writes {own_copy!r} itself: use rnnrepro.analysis.notebook"
     assert '# %% tags=["parameters"]' in text  # papermill fills in this cell
+
+
+@pytest.mark.parametrize("notebook", sorted((REPO_ROOT / "notebooks").glob("*.py")), ids=lambda p: p.stem)
+def test_notebooks_read_run_files_and_tables_through_the_checked_readers(notebook):
+    """A file a notebook reads is checked as it is read, and a damaged one is named (rnnrepro.analysis.
+    run_files, rnnrepro.analysis.claims): a notebook opens none itself."""
+    text = notebook.read_text()
+    for own_reading in ("read_csv(", "read_json(", "json.load", ".read_text("):
+        assert own_reading not in text, f"{notebook.name} reads with {own_reading!r}: use a checked reader"

@@ -209,17 +209,22 @@ def test_lru_models_use_the_authors_initialisation():
     assert "init" not in pru_cfg["architecture"] and not pru_cfg["recipe"]["test_every_epoch"]
 
 
-def test_sigterm_checkpoints_mid_epoch_and_resumes(reference_run, tmp_path):
+@pytest.mark.parametrize("signum, exit_code, said", [(signal.SIGTERM, 143, "SIGTERM"), (signal.SIGINT, 130, "Ctrl-C")])
+def test_sigterm_checkpoints_mid_epoch_and_resumes(reference_run, tmp_path, signum, exit_code, said):
+    """A scheduler's SIGTERM, or Ctrl-C at a terminal: the resume checkpoint is written at the next batch,
+    one line says so (never a KeyboardInterrupt traceback in the job's log), and a rerun goes on from
+    there to the very numbers of a run never stopped."""
     _, cfg = reference_run
     run_dir = tmp_path / "terminated"
     proc = train_cli(run_dir, cfg)
     while "epoch 1:" not in proc.stderr.readline():
         assert proc.poll() is None
     time.sleep(0.3)
-    proc.send_signal(signal.SIGTERM)
+    proc.send_signal(signum)
     code, err = finished(proc)
-    assert code == 143, err
-    assert "stopped by SIGTERM" in err
+    assert code == exit_code, err
+    assert f"stopped by {said}; resume checkpoint written to" in err and "Traceback" not in err, err
+    assert json.loads((run_dir / "progress.json").read_text())["stopped_by"].startswith(said)
     code, err = train_here(run_dir, cfg)
     assert code == 0, err
     assert "resuming from" in err and "row 0" not in err  # continued mid-epoch
@@ -532,12 +537,33 @@ def test_bf16_on_a_cpu_without_it_stops_in_one_line(corpus_dir, tmp_path):
 
 
 def test_stop_flag_is_set_by_sigterm_and_restores_the_handler():
-    before = signal.getsignal(signal.SIGTERM)
+    before = signal.getsignal(signal.SIGTERM), signal.getsignal(signal.SIGINT)
     with StopFlag() as stop:
         assert not stop.requested
         os.kill(os.getpid(), signal.SIGTERM)
-        assert stop.requested
-    assert signal.getsignal(signal.SIGTERM) is before
+        assert stop.requested and stop.by == "SIGTERM"
+    assert (signal.getsignal(signal.SIGTERM), signal.getsignal(signal.SIGINT)) == before
+    with pytest.raises(KeyboardInterrupt), StopFlag() as stop:  # Ctrl-C, then Ctrl-C again: no more waiting
+        os.kill(os.getpid(), signal.SIGINT)
+        assert stop.requested and stop.by == "Ctrl-C"
+        os.kill(os.getpid(), signal.SIGINT)
+    assert (signal.getsignal(signal.SIGTERM), signal.getsignal(signal.SIGINT)) == before
+
+
+def test_every_command_ends_on_ctrl_c_with_one_line(capsys):
+    """Ctrl-C reaches every job Snakemake runs: each `python -m rnnrepro...` command ends with one line
+    and status 130 (what a shell reports), not a KeyboardInterrupt traceback in the job's log."""
+    from rnnrepro import console
+
+    def interrupted() -> int:
+        raise KeyboardInterrupt
+
+    assert console.run_command(interrupted) == 130
+    assert capsys.readouterr().err == "[rnnrepro] stopped by Ctrl-C\n"
+    commands = [path for path in (REPO_ROOT / "src/rnnrepro").rglob("*.py") if '__name__ == "__main__"' in path.read_text()]
+    assert len(commands) >= 8
+    for path in commands:
+        assert "(console.run_command(main))" in path.read_text(), f"{path}: end with console.run_command(main)"
 
 
 # --- the autocomplete task (study nlstm) on its synthetic stand-in ---------------------------------
@@ -682,6 +708,40 @@ def test_nan_loss_stops_with_a_clear_error(task, request, tmp_path):
     assert re.search(TASKS[task].loss_error, err), err
     assert TASKS[task].hint in err
     assert not (tmp_path / "nan" / "metrics.json").exists()
+
+
+CELL_OF_YOUR_OWN = """from examples.mgu import MGULayer
+
+
+class Broken(MGULayer):
+    def forward(self, x, state):
+        outputs, last = super().forward(x, state)
+        if x.size(1) > 2:  # the trial's batch is 2: only training's batches
+            {broken}
+        return outputs, last
+"""
+
+
+@pytest.mark.parametrize("broken, said", [
+    ("raise ValueError('a bug in the cell')", "the cell of your own 'lstm_m1000' (broken_raises:Broken) raised "
+                                              "ValueError: a bug in the cell at {file}, line 8, while training"),
+    ("outputs = outputs * float('nan')", "Model 'lstm_m1000' is a cell of your own (broken_nan:Broken, {file}): "
+                                         "if it gives NaN or infinite outputs"),
+])
+def test_a_cell_of_your_own_that_fails_in_training_is_named_with_its_file(corpus_dir, tmp_path, monkeypatch, broken,
+                                                                         said):
+    """An error from inside a cell of your own is one line naming the cell, the line of its file and the
+    error (not a traceback through the package); a cell giving NaN is named beside the recipe advice."""
+    name = "broken_raises" if "raise" in broken else "broken_nan"
+    (tmp_path / f"{name}.py").write_text(CELL_OF_YOUR_OWN.format(broken=broken))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.syspath_prepend(str(REPO_ROOT))  # examples.mgu
+    cfg = smoke_config(corpus_dir, "lstm_m1000", epochs=1)
+    cfg["architecture"].update(cell=f"{name}:Broken", cell_options={})
+    code, err = train_here(tmp_path / "run", cfg)
+    assert code == 1
+    assert said.format(file=tmp_path / f"{name}.py") in err, err
+    assert "Traceback" not in err
 
 
 def test_a_cell_another_live_process_trains_is_refused_and_left_alone(tmp_path):

@@ -92,8 +92,9 @@ def test_slurm_profile_without_slurm_warns_on_a_dry_run_and_stops_a_run(project,
 
 @pytest.mark.slow
 def test_device_and_threads_rerun_nothing_and_delete_nothing(tmp_path):
-    """Where a job runs and how wide are not part of what Snakemake compares: changing them after a cell
-    finished plans no job, and `device=cuda` without CUDA stops before any job, deleting nothing."""
+    """Where a job runs and how wide are not part of what Snakemake compares, nor is a precision that
+    computes the same numbers: changing them after a cell finished plans no job, and `device=cuda`
+    without CUDA stops before any job, deleting nothing."""
     project = copy_project(tmp_path)
     target = "results/smoke/runs/pru/synth_ptb/lstm_m1000/frac100/seed1111/metrics.json"
     trained = snakemake(project, "--profile", "profiles/smoke", target)
@@ -101,6 +102,9 @@ def test_device_and_threads_rerun_nothing_and_delete_nothing(tmp_path):
     finished = {path: path.read_bytes() for path in (project / target).parent.iterdir() if path.is_file()}
     planned = snakemake(project, "-n", "--profile", "profiles/smoke", target, "--config", "device=auto")
     assert planned.returncode == 0 and "Nothing to be done" in planned.stdout + planned.stderr
+    # tf32 on a CPU computes fp32's numbers: the same cell, nothing planned (it retrained every cell)
+    planned = snakemake(project, "-n", "--profile", "profiles/smoke", target, "--config", "precision=tf32")
+    assert planned.returncode == 0 and "Nothing to be done" in planned.stdout + planned.stderr, planned.stdout[-2000:]
     rerun = snakemake(project, "--profile", "profiles/smoke", target, "--config", "device=cuda", "threads=2")
     assert rerun.returncode == 0 and "Nothing to be done" in rerun.stdout + rerun.stderr, rerun.stderr[-3000:]
     # a job that has to run, with device=cuda on a machine without CUDA: stopped before it starts

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import copy
 import difflib
+import hashlib
 import json
 import re
 from pathlib import Path
@@ -24,8 +25,11 @@ import yaml
 from .custom_cells import add_custom_cells, from_environment
 from .errors import ConfigError
 
+# The checkout this package was imported from; its schemas describe this code's files.
 REPO_ROOT = Path(__file__).resolve().parents[2]
 SCHEMA_DIR = REPO_ROOT / "workflow" / "schemas"
+# What marks a folder as a checkout of this project.
+PROJECT_MARKERS = ("config/studies", "workflow/schemas")
 # task -> the definition in study.schema.yaml that a resolved recipe of that task must satisfy
 RECIPE_DEFINITIONS = {"lm": "recipe", "autocomplete": "autocomplete_recipe"}
 # How a boolean may be written after --config (YAML 1.1's words; Snakemake itself reads only True/False)
@@ -35,6 +39,55 @@ BOOLEAN_WORDS = {"true": True, "yes": True, "on": True, "false": False, "no": Fa
 # libyaml's loader where PyYAML has it (its wheels do): the study files are long, and every Snakemake
 # run, job and notebook reads them; the pure-Python loader took most of a dry run's time.
 SAFE_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
+def working_tree(start: Path | None = None) -> Path | None:
+    """The checkout a command runs in: the nearest folder from ``start`` (the working directory) up that
+    holds config/studies/ and workflow/schemas/; None outside any."""
+    start = Path.cwd() if start is None else Path(start)
+    for folder in (start.resolve(), *start.resolve().parents):
+        if all((folder / marker).is_dir() for marker in PROJECT_MARKERS):
+            return folder
+    return None
+
+
+def project_root() -> Path:
+    """Where the study files and the run config are read from: the working tree a command runs in (two
+    clones may share one environment), else the checkout the package was imported from."""
+    return working_tree() or REPO_ROOT
+
+
+def _code_digest(package: Path) -> str:
+    """sha256 over the package's Python files (their paths and bytes)."""
+    digest = hashlib.sha256()
+    for path in sorted(package.rglob("*.py")):
+        digest.update(f"{path.relative_to(package)}\0".encode())
+        digest.update(path.read_bytes())
+    return digest.hexdigest()
+
+
+def other_checkout_problem() -> str | None:
+    """Why a command must not run here: it runs in a checkout whose own src/rnnrepro holds other code than
+    the package this process imported (another clone's editable install, say). It would read this
+    checkout's study files and results with the other's code, and record runs under this checkout's git
+    sha. None when they agree (the same checkout, or a copy of the same code), or outside a checkout."""
+    tree = working_tree()
+    if tree is None or tree == REPO_ROOT or not (tree / "src" / "rnnrepro").is_dir():
+        return None
+    if _code_digest(tree / "src" / "rnnrepro") == _code_digest(Path(__file__).resolve().parent):
+        return None
+    return (f"this command runs in {tree}, but imports rnnrepro from {Path(__file__).resolve().parent}, another "
+            f"checkout: it would read this checkout's study files and results with that one's code. Use this "
+            f"checkout's code: `PYTHONPATH=src python -m ...`, or its own environment (`make setup` makes "
+            f".venv here), or `pip install -e .` here")
+
+
+def check_checkout() -> None:
+    """Raise ConfigError with :func:`other_checkout_problem`'s message, if there is one (the commands
+    that read a checkout's study files or results call it first)."""
+    problem = other_checkout_problem()
+    if problem:
+        raise ConfigError(problem)
 
 
 def load_yaml(path: Path) -> Any:
@@ -188,14 +241,16 @@ def load_run_config(config: dict, source: str = "config/config.yaml", command_li
     _raise(source, errors, "config")
 
 
-def load_study(study: str, root: Path = REPO_ROOT, custom_cells: dict | None = None, custom_source: str = "") -> dict:
-    """A study file, validated, with the run's cells of your own added (rnnrepro.custom_cells).
+def load_study(study: str, root: Path | None = None, custom_cells: dict | None = None,
+               custom_source: str = "") -> dict:
+    """A study file (under ``root``, by default :func:`project_root`), validated, with the run's cells of
+    your own added (rnnrepro.custom_cells).
 
     ``custom_cells`` None: those the running workflow exported (a notebook or the scorecard run by a
     rule sees the same study as the Snakefile), else none. Check them first with
     ``custom_cells.check_custom_cells``, which names the config file they came from.
     """
-    path = root / "config" / "studies" / f"{study}.yaml"
+    path = (project_root() if root is None else root) / "config" / "studies" / f"{study}.yaml"
     if not path.exists():
         known = sorted(p.stem for p in path.parent.glob("*.yaml"))
         raise ConfigError(f"studies: unknown study {study!r} (no {path}); known studies: {', '.join(known)}")

@@ -17,13 +17,14 @@ from __future__ import annotations
 import io
 import logging
 import sys
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 from tqdm import tqdm
 
 LOGGER = logging.getLogger("rnnrepro")
 LOG_FORMAT = "[rnnrepro] %(message)s"
 LOG_INTERVAL = 30  # seconds between two progress lines in a log file
+EXIT_CTRL_C = 130  # 128 + SIGINT: what a shell reports for a command stopped by Ctrl-C
 LINE = "{desc}: {percentage:.0f} % ({n_fmt}/{total_fmt} UNITS) in {elapsed}, about {remaining} left{postfix}"
 _handler: logging.Handler | None = None
 
@@ -44,6 +45,17 @@ def stop_logging() -> None:
     if _handler is not None:
         LOGGER.removeHandler(_handler)
         _handler = None
+
+
+def run_command(main: Callable[[], int]) -> int:
+    """A command line's exit status: ``main()``'s, or EXIT_CTRL_C with one line on stderr when Ctrl-C
+    stops it, instead of a KeyboardInterrupt traceback in the job's log. Every ``python -m rnnrepro...``
+    command ends this way (``sys.exit(console.run_command(main))``)."""
+    try:
+        return main()
+    except KeyboardInterrupt:
+        print("[rnnrepro] stopped by Ctrl-C", file=sys.stderr, flush=True)
+        return EXIT_CTRL_C
 
 
 class _LoggedProgress(tqdm):

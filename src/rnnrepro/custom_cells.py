@@ -25,17 +25,23 @@ grid, sizing, training, notebooks, the scorecard, the report) treats the new mod
 
 :func:`check_custom_cells` checks what the schema cannot (studies, models, artifacts, the cell's
 module, class and options) and names the config file and key. Then :func:`try_cell` builds each cell
-small on the CPU, at the layer sizes its models stack, and runs it on a tiny window: a constructor
-that raises, outputs of the wrong shape or a state that cannot be carried into the next window stop
-the dry run, not the first training job. Only that trial imports torch, and only when the config
-has cells of its own.
+small on the CPU, at the layer sizes its models stack, and runs it on a tiny window, once more from the
+state it returned, and then on a window as long as training and evaluation give it (the recipe's BPTT
+length at the run's budget): a constructor that raises, outputs of the wrong shape, a state that cannot
+be carried into the next window, an error that only a longer window brings out, and NaN or infinite
+outputs, states or gradients stop the dry run, not the first training job. Only that trial imports
+torch, and only when the config has cells of its own. When a cell of your own fails in training all
+the same, :func:`where_it_failed` finds the line of its module the error came from, so that the
+trainer's one-line error names the cell and its file.
 """
 
 from __future__ import annotations
 
 import copy
+import importlib.util
 import json
 import os
+import traceback
 
 from .errors import ConfigError
 
@@ -51,6 +57,9 @@ DATA_KEYS = ("dataset", "fraction")
 TRIAL_WIDTHS = (64, 32, 48)
 #: the window a cell is tried on: (steps, batch), different so that a transposed output shows
 TRIAL_STEPS, TRIAL_BATCH = 3, 2
+#: how far above the recipe's ``bptt`` a variable BPTT window reaches where the recipe has no cap: the
+#: training draws N(bptt, 5) (rnnrepro.train.language_model), so four standard deviations
+VARIABLE_BPTT_REACH = 4 * 5
 #: the layer contract the trial checks, quoted under its errors
 CONTRACT = ("the layer contract (docs/custom_cells.md): forward(x of shape (T, B, input_size), state) returns "
             "outputs of shape (T, B, hidden_size) and a state shaped like init_state(B)'s")
@@ -73,10 +82,11 @@ def export(custom_cells: dict, source: str) -> None:
         os.environ.pop(ENVIRONMENT_VARIABLE, None)
 
 
-def check_custom_cells(custom_cells: dict, studies: dict[str, dict], source: str) -> None:
+def check_custom_cells(custom_cells: dict, studies: dict[str, dict], source: str, config: dict | None = None) -> None:
     """Raise ConfigError naming ``source`` and every offending key of the ``custom_cells`` section;
     when the keys are right, try each cell (:func:`try_cell`) at the layer sizes of every model it
-    becomes, and name each cell that fails with what went wrong.
+    becomes and, given the run ``config``, on windows as long as its recipes give it at the run's
+    budget, and name each cell that fails with what went wrong.
 
     ``studies``: the run's studies as their files define them (before any custom cell is added).
     """
@@ -122,13 +132,39 @@ def check_custom_cells(custom_cells: dict, studies: dict[str, dict], source: str
         sizes = dict.fromkeys(pair for study_name, entry in custom["studies"].items()
                               for pair in trial_layer_sizes(studies[study_name],
                                                             _model(studies[study_name], custom, entry)))
-        problem = next(filter(None, (try_cell(custom["cell"], custom.get("cell_options", {}), *pair)
+        longest = max((length for study_name, entry in custom["studies"].items()
+                       for length in window_lengths(studies[study_name], config, entry)), default=None)
+        problem = next(filter(None, (try_cell(custom["cell"], custom.get("cell_options", {}), *pair, longest)
                                      for pair in sizes)), None)
         if problem:
             failed.append(f"{source}: custom_cells.{name}: {problem}")
     if failed:
         raise ConfigError("\n".join(failed) + f"\nEach cell was built small on the CPU and run twice on a window of "
-                          f"{TRIAL_STEPS} steps and batch {TRIAL_BATCH}, the state carried; {CONTRACT}.")
+                          f"{TRIAL_STEPS} steps and batch {TRIAL_BATCH}, the state carried, then on a window as "
+                          f"long as its recipes give it; {CONTRACT}, every number finite.")
+
+
+def window_lengths(study: dict, config: dict | None, entry: dict) -> list[int]:
+    """The longest window (time steps) that training and evaluation give a cell standing in for
+    ``entry["like"]`` in each dataset of the entry's artifacts at the run's budget: the recipe's
+    ``bptt``, or for a variable BPTT its ``seq_len_cap`` (else ``bptt`` + VARIABLE_BPTT_REACH). None
+    known without a run config, for a budget the study lacks, or for a task without BPTT windows."""
+    from . import grid  # grid imports configuration, which imports this module
+
+    if config is None or config["budget"] not in study["budgets"]:
+        return []
+    lengths = []
+    for artifact in entry["artifacts"]:
+        spec = grid.artifact_spec(study, config, artifact)
+        for dataset in spec.get("datasets", []):
+            cell = grid.Cell(study["study"], grid.data_key(study, config, dataset), entry["like"], 100,
+                             spec["seeds"][0], config["budget"], config.get("precision", "fp32"))
+            recipe = grid.resolve_cell(study, config, cell)["recipe"]
+            if "bptt" in recipe:
+                reach = (recipe.get("seq_len_cap") or recipe["bptt"] + VARIABLE_BPTT_REACH) \
+                    if recipe.get("variable_bptt") else recipe["bptt"]
+                lengths.append(max(reach, recipe["bptt"]))
+    return lengths
 
 
 def trial_layer_sizes(study: dict, model: dict) -> list[tuple[int, int]]:
@@ -162,12 +198,25 @@ def _raised(what: str, error: Exception) -> str:
     return f"{what} raised {type(error).__name__}: {error}"
 
 
-def try_cell(cell: str, options: dict, input_size: int, hidden_size: int) -> str | None:
-    """Build one layer of ``cell`` on the CPU and run two windows through it, the second from the
-    state the first returned (as training carries it). What went wrong, or None."""
+def _not_finite(value) -> bool:
+    """Whether a tensor, or any tensor of a (nested) tuple of them, holds a NaN or an infinity."""
     import torch
 
-    from .cells import cell_class, detach_state
+    if isinstance(value, torch.Tensor):
+        return not bool(torch.isfinite(value).all())
+    if isinstance(value, (tuple, list)):
+        return any(_not_finite(part) for part in value)
+    return False
+
+
+def try_cell(cell: str, options: dict, input_size: int, hidden_size: int, long_steps: int | None = None) -> str | None:
+    """Build one layer of ``cell`` on the CPU and run two windows through it, the second from the
+    state the first returned (as training carries it), then (``long_steps``) one as long as training
+    gives it, and the backward pass of that one: each output, state and gradient must be finite. What
+    went wrong, or None."""
+    import torch
+
+    from .cells import cell_class
 
     arguments = ", ".join([f"input_size={input_size}", f"hidden_size={hidden_size}",
                            *(f"{key}={value!r}" for key, value in options.items())])
@@ -178,8 +227,23 @@ def try_cell(cell: str, options: dict, input_size: int, hidden_size: int) -> str
         return str(error)
     except Exception as error:  # the module's own code failed while it was imported
         return _raised(f"importing {cell.partition(':')[0]}", error)
+    # One thread: the trial's tensors are tiny, and threads that wait on each other on a busy machine
+    # made the backward pass of one window take seconds instead of a tenth of one.
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        return _trial(layer_class, call, options, input_size, hidden_size, long_steps)
+    finally:
+        torch.set_num_threads(threads)
+
+
+def _trial(layer_class, call: str, options: dict, input_size: int, hidden_size: int,
+           long_steps: int | None) -> str | None:
+    import torch
+
+    from .cells import detach_state
+
     steps, batch = TRIAL_STEPS, TRIAL_BATCH
-    expected = (steps, batch, hidden_size)
     with torch.random.fork_rng(devices=[]):  # the trial leaves the workflow's random state alone
         torch.manual_seed(0)
         try:
@@ -190,12 +254,15 @@ def try_cell(cell: str, options: dict, input_size: int, hidden_size: int) -> str
             state = layer.init_state(batch, torch.device("cpu"), torch.get_default_dtype())
         except Exception as error:
             return _raised(f"{call}.init_state({batch})", error)
-        x = torch.randn(steps, batch, input_size)
-        for window in ("first", "second"):
+        windows = [("first", steps), ("second", steps)] + [("long", long_steps)] * bool(long_steps)
+        for window, length in windows:
+            x = torch.randn(length, batch, input_size, requires_grad=window == "long")
+            expected = (length, batch, hidden_size)
             try:
                 returned = layer(x, state)
             except Exception as error:
-                carried = "" if window == "first" else " from the state the first returned"
+                carried = {"first": "", "second": " from the state the first returned",
+                           "long": " (as long as training's windows) from the state the second returned"}[window]
                 return _raised(f"{call} forward on x of shape {tuple(x.shape)}{carried}", error)
             if not (isinstance(returned, tuple) and len(returned) == 2):
                 return f"forward returned {type(returned).__name__}, expected a pair (outputs, state)"
@@ -205,8 +272,47 @@ def try_cell(cell: str, options: dict, input_size: int, hidden_size: int) -> str
             if _shapes(carried_state) != _shapes(state):
                 return (f"forward returned a state of shape {_shapes(carried_state)}, expected "
                         f"{_shapes(state)} (init_state's), so it cannot be carried into the next window")
+            if _not_finite(outputs) or _not_finite(carried_state):
+                what = "outputs" if _not_finite(outputs) else "a state"
+                return (f"{call} forward on x of shape {tuple(x.shape)} (finite, from torch.randn) returned "
+                        f"{what} with NaN or infinite values")
             state = detach_state(carried_state)
+        if long_steps:
+            try:
+                outputs.float().sum().backward()
+            except Exception as error:
+                return _raised(f"the backward pass of {call} on x of shape {tuple(x.shape)}", error)
+            gradients = [x.grad] + [p.grad for p in layer.parameters() if p.grad is not None]
+            if any(_not_finite(g) for g in gradients):
+                return f"the backward pass of {call} on x of shape {tuple(x.shape)} gave NaN or infinite gradients"
     return None
+
+
+def module_file(cell: str) -> str | None:
+    """The file an outside cell's module is read from (relative to the working directory where it lies
+    below it), or None when it cannot be found."""
+    from .cells import _working_directory_importable
+
+    with _working_directory_importable():
+        try:
+            spec = importlib.util.find_spec(cell.partition(":")[0])
+        except (ImportError, ValueError):
+            return None
+    if spec is None or not spec.origin:
+        return None
+    path = os.path.abspath(spec.origin)
+    return os.path.relpath(path) if path.startswith(os.getcwd() + os.sep) else path
+
+
+def where_it_failed(cell: str, error: BaseException) -> str | None:
+    """``<file>, line <n>``: the last line of an outside cell's own module in ``error``'s traceback, or
+    None when the error did not pass through that module."""
+    path = module_file(cell)
+    if path is None:
+        return None
+    inside = [frame for frame in traceback.extract_tb(error.__traceback__)
+              if os.path.abspath(frame.filename) == os.path.abspath(path)]
+    return f"{path}, line {inside[-1].lineno}" if inside else None
 
 
 def _model(study: dict, custom: dict, entry: dict) -> dict:

@@ -15,6 +15,10 @@ only adds memory. Slots are filled spreading jobs over the GPUs first (every GPU
 first slot, then every GPU's second, ...), so a machine with fewer jobs than GPUs still gives each its
 own GPU. Set more for cells that leave the GPU idle, after measuring them.
 
+The wrapper asks the kernel to send COMMAND SIGTERM when the wrapper's parent, the job's shell, ends
+(``prctl(PR_SET_PDEATHSIG)``, kept across exec): a shell that is killed would otherwise leave its trainer
+running while the Snakemake that ran it removes the cell's files.
+
 The GPUs to share are those of ``CUDA_VISIBLE_DEVICES`` when it is set (to reserve some GPUs for a
 run), else every GPU ``nvidia-smi`` lists. With no GPU, or in a SLURM job allocated one GPU (SLURM
 chose it already), COMMAND runs unchanged; within a larger SLURM allocation (``salloc --gpus=4``
@@ -29,11 +33,15 @@ import contextlib
 import fcntl
 import json
 import os
+import signal
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
+
+from . import console
+from .process_group import end_with_parent
 
 # Per user and machine: GPU numbers only mean something on one host, and another user's lock files
 # would not be writable.
@@ -159,7 +167,13 @@ def allocation_lock_dir(lock_dir: Path, environ=os.environ) -> Path:
 
 
 def run(command: list[str], lock_dir: Path, per_gpu: int = 1) -> None:
-    """Lease a GPU slot for COMMAND and exec it (never returns)."""
+    """Lease a GPU slot for COMMAND and exec it (never returns). COMMAND gets SIGTERM when this
+    wrapper's parent (the job's shell) ends: killed, the job would leave its trainer running while the
+    Snakemake that ran it removes the cell's files."""
+    parent = os.getppid()
+    end_with_parent(signal.SIGTERM)
+    if os.getppid() != parent:  # the parent ended before the signal was asked for
+        sys.exit(128 + signal.SIGTERM)
     gpus = shared_gpus()
     # Nothing to choose: no GPU, or SLURM allocated exactly this job's GPU.
     if not gpus or ("SLURM_JOB_ID" in os.environ and len(gpus) == 1):
@@ -205,4 +219,4 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(console.run_command(main))

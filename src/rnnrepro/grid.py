@@ -4,9 +4,10 @@ A *cell* is one training run of one budget: study x dataset x model x data fract
 is ``<results>/runs/{study}/{corpus}/{model}/frac{fraction}/seed{seed}/``, where ``<results>`` is the
 budget's results tree (:func:`results_dir`: ``results`` for the default budget, ``paper``, and
 ``results/<budget>`` for every other one, so budgets never share a run folder, a table or a speed
-result) and ``corpus`` is the data it is actually trained on: the paper's dataset id, or the budget's
-stand-in for it (the smoke budget trains on synthetic corpora, so real and synthetic results never
-share a folder). When a budget
+result; ``runs-bf16/`` instead of ``runs/`` for cells trained at a precision whose numbers differ from
+fp32's, :func:`runs_dir`) and ``corpus`` is the data it is actually trained on: the paper's dataset id,
+or the budget's stand-in for it (the smoke budget trains on synthetic corpora, so real and synthetic
+results never share a folder). When a budget
 trains several paper datasets on one stand-in, the folder is ``{corpus}-{dataset}`` so their runs stay
 apart (:func:`data_key`); ``Cell.corpus`` holds that folder name.
 
@@ -55,6 +56,7 @@ class Cell:
     fraction: int
     seed: int
     budget: str
+    precision: str = precision.DEFAULT
 
     @property
     def key(self) -> str:
@@ -63,7 +65,7 @@ class Cell:
 
     @property
     def run_dir(self) -> str:
-        return f"{runs_dir(self.budget)}/{self.key}"
+        return f"{runs_dir(self.budget, self.precision)}/{self.key}"
 
 
 def studies_with_budget(studies: dict, budget: str) -> dict:
@@ -135,7 +137,8 @@ def artifact_cells(study: dict, config: dict, artifact: str) -> list[Cell]:
     if not spec.get("needs_training", True):
         return []
     return [
-        Cell(study["study"], data_key(study, config, dataset), model, fraction, seed, config["budget"])
+        Cell(study["study"], data_key(study, config, dataset), model, fraction, seed, config["budget"],
+             config.get("precision", precision.DEFAULT))
         for dataset, model, fraction, seed in itertools.product(
             spec["datasets"], spec["models"], spec["fractions"], spec["seeds"])
     ]

@@ -21,7 +21,11 @@ DEFAULT_BUDGET = "paper"
 SMOKE = "smoke"
 # What the default budget keeps directly in results/ and logs/ (and the shared data logs): no other
 # budget may take one of these names, or its tree would be the default budget's folder.
-RESULTS_PARTS = ("runs", "tables", "figures", "notebooks", "speed", "report.html", ".records.json")
+# Precisions whose cells differ from fp32's and so have run folders of their own, runs-<precision>/
+# (rnnrepro.precision; a test keeps the two lists together).
+OTHER_PRECISIONS = ("tf32", "bf16")
+RESULTS_PARTS = ("runs", *(f"runs-{name}" for name in OTHER_PRECISIONS), "tables", "figures", "notebooks", "speed",
+                 "report.html", ".records.json")
 LOGS_PARTS = ("train", "evaluate", "notebooks", "speed", "grow", "data")
 RESERVED_NAMES = frozenset(RESULTS_PARTS + LOGS_PARTS)
 # Written by `records render` beside the budgets' trees: every budget's verdicts side by side.
@@ -39,8 +43,11 @@ def logs_dir(budget: str) -> str:
     return LOGS if budget == DEFAULT_BUDGET else f"{LOGS}/{budget}"
 
 
-def runs_dir(budget: str) -> str:
-    return f"{results_dir(budget)}/runs"
+def runs_dir(budget: str, precision: str = "fp32") -> str:
+    """The run folders of a budget: ``<results>/runs`` for fp32 cells, ``<results>/runs-<precision>`` for
+    the cells of a precision whose numbers differ (rnnrepro.precision: bf16, and tf32 on a GPU), so that
+    they never replace an fp32 cell."""
+    return f"{results_dir(budget)}/runs{'' if precision == 'fp32' else '-' + precision}"
 
 
 def budget_owned_paths(budget: str, root: Path = Path(".")) -> list[Path]:

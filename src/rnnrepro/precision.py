@@ -28,7 +28,14 @@ bfloat16 autocast does not. What is known without running anything is data here,
 resolves the cell (rnnrepro.grid, in a dry run too). What depends on the machine (oneDNN's bfloat16
 LSTM needs AVX-512) is tried when a training job starts (``check_runs``): a forward and backward pass
 of the cell, two steps of two sequences, under autocast on the job's device; a cell that cannot run
-stops the job with one line naming the cell, the device and ``precision: fp32``.
+stops the job with one line naming the cell, the device and ``precision: fp32``. The workflow runs the
+same trial on the machine that runs the jobs when it plans them (``machine_problem``; a dry run too),
+so such a run is refused before any job starts or any file is touched.
+
+Which cells a precision makes (rnnrepro.grid.runs_dir): a precision whose numbers differ from fp32's
+(``bf16``; ``tf32`` on a GPU) trains cells of its own, in ``runs-<precision>/`` beside ``runs/``, so it
+never replaces a finished fp32 cell. ``tf32`` where the jobs run on a CPU computes exactly what ``fp32``
+does, so its cells are fp32's (``same_numbers_as``): asking for it retrains nothing.
 
 This module imports torch only inside the functions that need it: the Snakefile imports the table.
 """
@@ -160,6 +167,50 @@ def config_problem(cell: str, name: str, device: str) -> str | None:
     if all(BF16[cell][device_type].runs is False for device_type in device_types):
         return _refusal(cell, name, "any device" if device == "auto" else device, BF16[cell][device_types[0]].why)
     return None
+
+
+def same_numbers_as(name: str, device_type: str) -> str:
+    """The precision whose numbers ``name`` gives on a ``device_type`` (``cpu``, ``cuda``) device, and so whose
+    cells it shares: ``name`` itself, but fp32 for tf32 on a CPU (no TF32 there; oneDNN keeps FP32)."""
+    _check(name)
+    return DEFAULT if name == "tf32" and device_type == "cpu" else name
+
+
+def device_type_of(device: str) -> str:
+    """The device type that ``device`` (the run config's ``cpu``, ``cuda`` or ``auto``) gives on this machine
+    (imports torch for ``auto``)."""
+    if device != "auto":
+        return device
+    import torch
+
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+def machine_problem(architecture: dict, name: str, device: str) -> str | None:
+    """Why this machine cannot run one layer of ``architecture`` (a resolved cell's) at precision ``name``
+    on ``device`` (``cpu``, ``cuda``, ``auto``), by the trial of ``check_runs``; None where it can. For the
+    workflow, before it runs any job: the trial a training job starts with, made once per distinct layer."""
+    import torch
+
+    _check(name)
+    if name != "bf16":
+        return None
+    device_type = device_type_of(device)
+    if device_type == "cuda" and not torch.cuda.is_available():
+        return None  # `device: cuda` without CUDA is refused on its own, before any job
+    key = (architecture["cell"], repr(sorted(architecture["cell_options"].items())), architecture["embedding_size"],
+           architecture["hidden_size"], name, device_type)
+    if key not in _TRIED:
+        try:
+            check_runs(architecture["cell"], architecture["cell_options"], architecture["embedding_size"],
+                       architecture["hidden_size"], name, torch.device(device_type))
+            _TRIED[key] = None
+        except PrecisionUnsupported as e:
+            _TRIED[key] = str(e)
+    return _TRIED[key]
+
+
+_TRIED: dict[tuple, str | None] = {}  # machine_problem's trials, by layer: a grid repeats its layers
 
 
 def _device_name(device: torch.device) -> str:

@@ -28,6 +28,12 @@ itself gets SIGTERM or Ctrl-C, running units get SIGTERM: training writes its re
 ``grow`` on this machine resumes it, on another machine it starts afresh. Killing ``grow`` at any point
 (even with SIGKILL) loses no recorded unit.
 
+One grow of a budget runs at a time in a working tree (a lock in its log folder), and each unit's
+Snakemake runs in a process group of its own that gets SIGTERM when grow dies, even by SIGKILL
+(rnnrepro.process_group): no trainer outlives the grow that started it, and none is left for the next
+grow to clash with. A unit whose cell another process trains (rnnrepro.train.progress_file) is skipped,
+saying so.
+
 ``render`` copies a budget's records into its results tree and runs each artifact's notebook through
 papermill with exactly the parameters the Snakemake rule gives it (rnnrepro.analysis.run_notebook), then
 the scorecard notebook. It runs notebooks directly rather than Snakemake: records have no data and no
@@ -43,6 +49,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import fcntl
 import fnmatch
 import hashlib
 import json
@@ -57,18 +64,18 @@ import threading
 import time
 from pathlib import Path
 
-from . import grid, layout
+from . import console, grid, layout
 from .analysis.claims import is_synthetic
 from .analysis.claims import outputs as claims_outputs
-from .configuration import ConfigError, check_budget, load_run_config, load_study, load_yaml, schema_problems
+from .analysis.run_files import config_differences, finite_problems
+from .configuration import (ConfigError, check_budget, check_checkout, load_run_config, load_study, load_yaml,
+                            schema_problems)
 from .evaluation.plan import artifact_evaluation_files
 from .runtime import GIT_SHA_ENV
 from .train import progress_file
 
 RECORDED = ("config.json", "history.csv", "metrics.json")
 RECORDS = Path("records")
-# Where and how wide a run went: not part of a cell's identity (older records carry them in config.json).
-RUNTIME_KEYS = ("device", "threads")
 MANIFEST = ".records.json"
 
 
@@ -126,7 +133,8 @@ def pack(budget: str | None = None, records: Path = RECORDS, include_synthetic: 
     packed = []
     for name in [budget] if budget else grid.budgets_with_results():
         tree = results_dir(name)
-        for metrics_file in sorted((tree / "runs").glob("*/*/*/frac*/seed*/metrics.json")):
+        # runs/, and runs-bf16/ of the cells of another precision (rnnrepro.grid.runs_dir)
+        for metrics_file in sorted(tree.glob("runs*/*/*/*/frac*/seed*/metrics.json")):
             metrics = json.loads(metrics_file.read_text())
             if is_synthetic(metrics["corpus"]) and not include_synthetic:
                 continue
@@ -139,20 +147,6 @@ def pack(budget: str | None = None, records: Path = RECORDS, include_synthetic: 
 
 # ---------------------------------------------------------------- what is recorded
 
-def _flat(value, prefix: str = "") -> dict:
-    if isinstance(value, dict):
-        return {k: v for key, item in value.items() for k, v in _flat(item, f"{prefix}{key}.").items()}
-    return {prefix.rstrip("."): value}
-
-
-def config_differences(recorded: dict, expected: dict) -> list[str]:
-    """How a record's config.json differs from what the study file resolves now (runtime keys aside)."""
-    old = {k: v for k, v in _flat(recorded).items() if k not in RUNTIME_KEYS}
-    new = _flat(expected)
-    return [f"{key} {old.get(key, '(none)')!r} -> {new.get(key, '(none)')!r}"
-            for key in sorted(set(old) | set(new)) if old.get(key) != new.get(key)]
-
-
 def _damage(run: Path) -> str | None:
     """How a record's metrics.json or config.json is unusable (not JSON, not text, off the metrics schema),
     or None."""
@@ -161,7 +155,7 @@ def _damage(run: Path) -> str | None:
             data = json.loads((run / name).read_text())
         except (json.JSONDecodeError, UnicodeDecodeError) as e:
             return f"{name} is not valid JSON ({e})"
-        if name == "metrics.json" and (problems := schema_problems(data, "metrics")):
+        if name == "metrics.json" and (problems := schema_problems(data, "metrics") + finite_problems(data)):
             return f"{name} is damaged: {'; '.join(problems[:3])}"
         if not isinstance(data, dict):
             return f"{name} is not a JSON object"
@@ -170,7 +164,7 @@ def _damage(run: Path) -> str | None:
 
 def record_problem(study: dict, config: dict, cell: grid.Cell, records: Path) -> str | None:
     """Why a cell's record cannot be used (missing, unreadable or stale), or None."""
-    run = record_dir(records, cell.budget) / "runs" / cell.key
+    run = record_dir(records, cell.budget) / Path(cell.run_dir).relative_to(results_dir(cell.budget))
     missing = [name for name in RECORDED if not (run / name).exists()]
     if missing:
         return f"{cell.key}: not recorded"
@@ -520,6 +514,7 @@ class Grower:
         self.done: list[str] = []
         self.failed: list[str] = []
         self.interrupted: list[str] = []
+        self.busy: list[str] = []  # units another process was training
         self.total = len(todo)
         self.log_dir = Path(grid.logs_dir(budget)) / "grow"
 
@@ -527,9 +522,11 @@ class Grower:
         print(f"[rnnrepro] {time.strftime('%H:%M:%S')} {text}", flush=True)
 
     def snakemake(self, targets: list[str], threads: int, *extra: str) -> list[str]:
+        """A Snakemake command line that ends with this process (rnnrepro.process_group): a grow that is
+        killed, even with SIGKILL, stops its units as its deadline does, leaving no trainer behind."""
         settings = [f"budget={self.budget}", f"threads={self.args.threads}", *self.args.config]
-        return [sys.executable, "-m", "snakemake", "--cores", str(threads), *extra,
-                "--config", *settings, "--", *targets]
+        return [sys.executable, "-m", "rnnrepro.process_group", "--", sys.executable, "-m", "snakemake",
+                "--cores", str(threads), *extra, "--config", *settings, "--", *targets]
 
     def data_files(self) -> list[str]:
         """The prepared files every cell of the units trains and is evaluated on."""
@@ -588,6 +585,13 @@ class Grower:
 
     def work(self) -> None:
         while (unit := self.next_unit()) is not None:
+            busy = [f"{cell.run_dir} ({who})" for cell in unit.cells
+                    if (who := progress_file.another_trainer(Path(cell.run_dir)))]
+            if busy:  # its Snakemake would refuse the unit: say why here
+                self.busy.append(unit.name)
+                self.say(f"skipped {unit.name}: another process on this machine trains {busy[0]}; a later "
+                         f"grow records it once that process has ended")
+                continue
             log = self.log_dir / f"{unit.name.replace('/', '_')}.log"
             started = time.monotonic()
             with self.lock:
@@ -714,6 +718,25 @@ def uncommitted_changes() -> list[str]:
     return [line[3:] for line in listed.stdout.splitlines()] if listed.returncode == 0 else []
 
 
+def hold_grow_lock(budget: str) -> int:
+    """One grow of a budget at a time in a working tree: two would train the same units side by side.
+    The lock (``flock`` on ``<logs>/grow/grow.lock``) lasts as long as this process."""
+    path = Path(grid.logs_dir(budget)) / "grow" / "grow.lock"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        holder = Path(path).read_text().strip() or "another process"
+        os.close(fd)
+        raise RuntimeError(f"another `records grow --budget {budget}` runs in this working tree ({holder}): "
+                           f"wait for it to end, or stop it (it stops its units at the next batch, each "
+                           f"resumable), then grow again") from None
+    os.ftruncate(fd, 0)
+    os.write(fd, f"pid {os.getpid()}, started {time.strftime('%Y-%m-%d %H:%M:%S')}\n".encode())
+    return fd
+
+
 def command_line_settings(words: list[str]) -> dict[str, str]:
     """``--config KEY=VALUE ...`` as a dict (checked with the run config, like Snakemake's ``--config``);
     the budget and the threads have options of their own."""
@@ -733,6 +756,7 @@ def grow(args: argparse.Namespace) -> int:
     config, studies = _load(args.budget, args.run_config, args.study, command_line_settings(args.config))
     if args.budget == grid.SMOKE:
         raise ConfigError("grow records real-data runs: the smoke budget trains on synthetic corpora")
+    hold_grow_lock(args.budget)
     changed = uncommitted_changes()
     if changed:
         raise RuntimeError(f"the working tree has uncommitted changes ({', '.join(changed[:5])}"
@@ -749,8 +773,9 @@ def grow(args: argparse.Namespace) -> int:
     grower.run()
     grower.say(f"recorded {len(grower.done)} units, {len(grower.failed)} failed"
                f"{(': ' + ', '.join(grower.failed)) if grower.failed else ''}, {len(grower.interrupted)} stopped "
-               f"at the deadline, {len(grower.todo)} not started")
-    return 1 if grower.failed else 0
+               f"at the deadline, {len(grower.todo)} not started"
+               + (f", {len(grower.busy)} skipped (another process trains them)" if grower.busy else ""))
+    return 1 if grower.failed or grower.busy else 0
 
 
 def list_units(args: argparse.Namespace) -> int:
@@ -821,6 +846,7 @@ def main(argv=None) -> int:
                             help="write nothing; fail when the README's section differs from the scorecards")
     args = parser.parse_args(argv)
     try:
+        check_checkout()
         if args.command == "readme":
             from .readme_scorecard import shown_budgets, update
 
@@ -857,4 +883,4 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    raise SystemExit(console.run_command(main))

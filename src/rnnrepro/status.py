@@ -42,9 +42,9 @@ from pathlib import Path
 
 from tabulate import tabulate
 
-from . import grid
+from . import console, grid
 from .analysis.run_files import DamagedRunFile, check_weights, read_metrics
-from .configuration import ConfigError, budgets, check_budget, load_run_config, load_study, load_yaml
+from .configuration import ConfigError, budgets, check_budget, check_checkout, load_run_config, load_study, load_yaml
 from .train import progress_file
 
 # A running cell's progress.json not rewritten for this long has no live process: the trainer rewrites it
@@ -288,6 +288,7 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     root = Path.cwd()
     try:
+        check_checkout()
         shown = [args.budget] if args.budget else grid.budgets_with_results(root)
         none_here = not shown
         if none_here:
@@ -314,4 +315,4 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(console.run_command(main))

@@ -161,8 +161,11 @@ def problems(targets: list[str], studies: dict, budget: str, budgets: list[str],
             continue
         root = grid.results_dir(owner)
         inner = path[len(root) + 1:]
-        if inner.startswith("runs/"):
-            problem = _run_problem(inner, path, studies, owner, list(study_files))
+        # runs-bf16/...: a cell of another precision, whose run folders are laid out as runs/'s
+        runs = re.match(rf"runs-({'|'.join(layout.OTHER_PRECISIONS)})/", inner)
+        if inner.startswith("runs/") or runs:
+            problem = _run_problem("runs/" + inner[runs.end():] if runs else inner, path, studies, owner,
+                                   list(study_files))
         elif path in outputs[owner]:
             problem = None
         elif path in {f"{grid.RESULTS}/{name}" for name in layout.BY_BUDGET}:
@@ -205,7 +208,8 @@ def training_cells(studies: dict, config: dict, targets: list[str]) -> list[grid
     for target in targets or ["all"]:
         path = normalised(target)
         output = outputs.get(path)
-        run = RUN_PATH.fullmatch(path[len(root) + 1:]) if path.startswith(f"{root}/runs/") else None
+        runs = grid.runs_dir(config["budget"], config.get("precision", "fp32"))
+        run = RUN_PATH.fullmatch("runs/" + path[len(runs) + 1:]) if path.startswith(f"{runs}/") else None
         if path in ("all", "claims") or (output and not output.study):
             wanted += every
         elif output:
@@ -214,7 +218,7 @@ def training_cells(studies: dict, config: dict, targets: list[str]) -> list[grid
             wanted.append(tuple(path[9:].split("_", 1)))
         elif run and run["study"] in studies and run["model"] in studies[run["study"]]["models"]:
             cells.append(grid.Cell(run["study"], run["corpus"], run["model"], int(run["fraction"]),
-                                   int(run["seed"]), config["budget"]))
+                                   int(run["seed"]), config["budget"], config.get("precision", "fp32")))
     for name, artifact in dict.fromkeys(wanted):
         cells += grid.artifact_cells(studies[name], config, artifact)
     chains = []

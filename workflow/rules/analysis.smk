@@ -1,5 +1,8 @@
 # One rule per artifact: papermill runs the artifact's jupytext notebook over the cells' metrics and
-# writes its tables and figures. Cheap: redrawing never retrains (showyourwork's split).
+# writes its tables and figures. Cheap: redrawing never retrains (showyourwork's split). The outputs are
+# update(): Snakemake keeps an earlier run's tables and figures while the job runs and puts them back if
+# it fails; the notebook runner replaces them only once the notebook has succeeded. Param last_failure
+# has the next run plan a notebook that failed again (rnnrepro.analysis.failed_notebooks).
 
 
 for _study in STUDIES:
@@ -23,14 +26,14 @@ for _study in STUDIES:
                 ),
             output:
                 tables=[
-                    report_output(path, _study, _artifact, "table")
+                    update(report_output(path, _study, _artifact, "table"))
                     for path in _out["tables"]
                 ],
                 figures=[
-                    report_output(path, _study, _artifact, "figure")
+                    update(report_output(path, _study, _artifact, "figure"))
                     for path in _out["figures"]
                 ],
-                notebook=_out["notebook"],
+                notebook=update(_out["notebook"]),
             log:
                 f"{LOGS}/notebooks/{_study}_{_artifact}.log",
             conda:
@@ -38,6 +41,7 @@ for _study in STUDIES:
             params:
                 study=_study,
                 artifact=_artifact,
+                last_failure=last_failure(_out["notebook"]),
                 # the report's caption of its tables and figures (workflow/report/caption.rst)
                 caption=artifact_caption(
                     STUDIES[_study], config, _artifact, Path(workflow.basedir)
@@ -62,37 +66,42 @@ rule claims:
         tables=all_tables(),
     output:
         tables=[
-            report(
-                path,
-                caption="../report/caption.rst",
-                category="Claims scorecard",
-                labels={
-                    "artifact": "claims",
-                    "type": "table",
-                    "name": Path(path).stem,
-                },
+            update(
+                report(
+                    path,
+                    caption="../report/caption.rst",
+                    category="Claims scorecard",
+                    labels={
+                        "artifact": "claims",
+                        "type": "table",
+                        "name": Path(path).stem,
+                    },
+                )
             )
             for path in claims_outputs(RESULTS, list(STUDIES))["tables"]
         ],
         figures=[
-            report(
-                path,
-                caption="../report/caption.rst",
-                category="Claims scorecard",
-                labels={
-                    "artifact": "claims",
-                    "type": "figure",
-                    "name": Path(path).stem,
-                },
+            update(
+                report(
+                    path,
+                    caption="../report/caption.rst",
+                    category="Claims scorecard",
+                    labels={
+                        "artifact": "claims",
+                        "type": "figure",
+                        "name": Path(path).stem,
+                    },
+                )
             )
             for path in claims_outputs(RESULTS, list(STUDIES))["figures"]
         ],
-        notebook=f"{RESULTS}/notebooks/claims.ipynb",
+        notebook=update(f"{RESULTS}/notebooks/claims.ipynb"),
     log:
         f"{LOGS}/notebooks/claims.log",
     conda:
         ENV
     params:
+        last_failure=last_failure(f"{RESULTS}/notebooks/claims.ipynb"),
         caption=claims_caption(config, STUDIES, Path(workflow.basedir)),
         run_config=json.dumps(
             {

@@ -11,14 +11,16 @@ from snakemake.logging import logger
 from snakemake.settings.types import DeploymentMethod
 
 # SRC is on sys.path (config_file.smk): the project's own (torch-free) modules, from this checkout
-from rnnrepro import command_line, grid, targets
+from rnnrepro import command_line, grid, precision, targets
 from rnnrepro.configuration import ConfigError, budgets, load_run_config, load_study
 from rnnrepro.custom_cells import check_custom_cells, export as export_custom_cells
 from rnnrepro.report import artifact_caption, claims_caption
 from rnnrepro.runtime import DEVICE_ENV
 from rnnrepro.slurm import command_line_executor, slurm_problem
+from rnnrepro.train.progress_file import another_trainer
 from rnnrepro.analysis.claims import check_claims
 from rnnrepro.analysis.claims import outputs as claims_outputs
+from rnnrepro.analysis.failed_notebooks import last_failure
 from rnnrepro.data.autocomplete import AUTOCOMPLETE_DATASETS
 from rnnrepro.data.registry import DATASETS
 from rnnrepro.data.transfer import MIRROR_ENV, TRUST_ENV
@@ -62,7 +64,7 @@ with config_errors_stop_the_workflow():
     # cells of your own: checked against the study files, then added to the studies they name; the
     # notebooks and the scorecard that the rules run see them too (they inherit this environment)
     if config["custom_cells"]:
-        check_custom_cells(config["custom_cells"], STUDIES, CUSTOM_SOURCE)
+        check_custom_cells(config["custom_cells"], STUDIES, CUSTOM_SOURCE, config)
         STUDIES = {
             name: load_study(
                 name, Path(workflow.basedir), config["custom_cells"], CUSTOM_SOURCE
@@ -74,6 +76,21 @@ with config_errors_stop_the_workflow():
     EVERY_BUDGETS_STUDIES = STUDIES
     # A second scale of a budget (cpu_wide) exists only in the study files that define it.
     STUDIES = grid.studies_with_budget(STUDIES, config["budget"])
+
+# tf32 where the jobs run on a CPU computes exactly what fp32 does (no TF32 there): its cells are fp32's,
+# so asking for it retrains nothing. Decided where the jobs run: `device: cpu`, or `auto` in a local run
+# on a machine without CUDA (a job on a cluster node parses the workflow again and must find the same).
+if (
+    config["precision"] == "tf32"
+    and (config["device"] == "cpu" or workflow.is_main_process and workflow.local_exec)
+    and precision.same_numbers_as("tf32", precision.device_type_of(config["device"]))
+    == precision.DEFAULT
+):
+    config["precision"] = precision.DEFAULT
+    logger.info(
+        "precision tf32 on a CPU gives exactly fp32's numbers (CPUs have no TF32): the cells are the "
+        "fp32 ones, and no finished cell is trained again"
+    )
 
 # profiles/slurm on a machine without SLURM (docs/cluster.md): a dry run warns, since planning before
 # submitting on the cluster is fine; a real run stops here, before planning a job it cannot submit
@@ -91,6 +108,9 @@ if workflow.is_main_process:
 # corpus never share a run folder or a table (rnnrepro.layout).
 RESULTS = grid.results_dir(config["budget"])
 LOGS = grid.logs_dir(config["budget"])
+# Its run folders: runs/ for fp32 cells, runs-bf16/ (runs-tf32/ on a GPU) for cells of a precision whose
+# numbers differ, so that they never replace a finished fp32 cell (rnnrepro.grid.runs_dir).
+RUNS = grid.runs_dir(config["budget"], config["precision"])
 # Where and how wide a job runs: the device in the jobs' environment (RNNREPRO_DEVICE, set by the shell
 # prefix below) and the job's threads on its command line, not in its params, so changing either
 # neither reruns a finished job nor discards a resume checkpoint (Snakemake compares params, and
@@ -163,7 +183,7 @@ def check_the_command():
         )
         logger.warning(
             f"[rnnrepro] budget {config['budget']}, {replaced}: the targets need "
-            f"{len(cells)} training cells, {untrained} of them not trained yet, in {RESULTS}/runs/"
+            f"{len(cells)} training cells, {untrained} of them not trained yet, in {RUNS}/"
         )
     study_files = [
         path.stem for path in Path(workflow.basedir, "config/studies").glob("*.yaml")
@@ -253,6 +273,7 @@ def cell_of(wildcards):
         int(wildcards.fraction),
         int(wildcards.seed),
         config["budget"],
+        config["precision"],
     )
 
 
@@ -279,8 +300,37 @@ def text8style_raw_file(wildcards):
     return f"data/raw/{source}/{DATASETS[source].file_name}"
 
 
+def trained_elsewhere(cell):
+    """Stop at planning when another process on this machine trains this cell now (left running by a
+    killed Snakemake or `records grow`, or a run let in by --unlock): this run would remove the job's
+    outputs before starting it and again when its trainer refuses, while the other writes them. Asked of
+    every cell the run plans, before any job starts; a dry run, which removes nothing, only warns.
+    """
+    if not workflow.is_main_process or cell.run_dir in TRAINED_ELSEWHERE:
+        return
+    other = another_trainer(Path(cell.run_dir))
+    if other is None:
+        return
+    TRAINED_ELSEWHERE.add(cell.run_dir)
+    message = (
+        f"{cell.run_dir}: another process on this machine is training this cell ({other}). Wait for it "
+        "to end (`python -m rnnrepro.status`) or stop it, then run this again: it would remove that "
+        "cell's files"
+    )
+    if workflow.output_settings.dryrun:
+        logger.warning(
+            f"Warning: {message}. (A dry run only plans; a run would stop here.)"
+        )
+        return
+    raise WorkflowError(f"{message}; no job was run and no file was changed.")
+
+
+TRAINED_ELSEWHERE = set()
+
+
 def train_inputs(wildcards):
     cell = cell_of(wildcards)
+    trained_elsewhere(cell)
     trained_on = grid.trained_corpus(STUDIES[cell.study], config, cell)
     corpus = f"data/processed/{trained_on}"
     inputs = {
@@ -296,9 +346,19 @@ def train_inputs(wildcards):
 
 
 def cell_config(wildcards):
-    return json.dumps(
-        grid.resolve_cell(STUDIES[wildcards.study], config, cell_of(wildcards))
-    )
+    cfg = grid.resolve_cell(STUDIES[wildcards.study], config, cell_of(wildcards))
+    # bf16 where only the machine can tell (oneDNN's bfloat16 LSTM needs AVX-512): the trial a training
+    # job starts with, made here (a dry run too) so that no job starts, and no file goes, first.
+    if workflow.is_main_process and workflow.local_exec:
+        problem = precision.machine_problem(
+            cfg["architecture"], config["precision"], config["device"]
+        )
+        if problem:
+            raise WorkflowError(
+                f"study {cfg['study']!r}, model {cfg['model']!r}: {problem}. No job was run and no "
+                "file was changed."
+            )
+    return json.dumps(cfg)
 
 
 def artifact_metrics(study, artifact):

@@ -10,7 +10,7 @@ rule evaluate_cell:
     input:
         unpack(evaluation_inputs),
     output:
-        f"{RESULTS}/runs/{{study}}/{{corpus}}/{{model}}/frac{{fraction}}/seed{{seed}}/{{evaluation}}.json",
+        f"{RUNS}/{{study}}/{{corpus}}/{{model}}/frac{{fraction}}/seed{{seed}}/{{evaluation}}.json",
     log:
         f"{LOGS}/evaluate/{{study}}/{{corpus}}/{{model}}/frac{{fraction}}/seed{{seed}}/{{evaluation}}.log",
     wildcard_constraints:

@@ -5,10 +5,10 @@ rule train_cell:
     input:
         unpack(train_inputs),
     output:
-        config=f"{RESULTS}/runs/{{study}}/{{corpus}}/{{model}}/frac{{fraction}}/seed{{seed}}/config.json",
-        history=f"{RESULTS}/runs/{{study}}/{{corpus}}/{{model}}/frac{{fraction}}/seed{{seed}}/history.csv",
-        metrics=f"{RESULTS}/runs/{{study}}/{{corpus}}/{{model}}/frac{{fraction}}/seed{{seed}}/metrics.json",
-        model=f"{RESULTS}/runs/{{study}}/{{corpus}}/{{model}}/frac{{fraction}}/seed{{seed}}/model.pt",
+        config=f"{RUNS}/{{study}}/{{corpus}}/{{model}}/frac{{fraction}}/seed{{seed}}/config.json",
+        history=f"{RUNS}/{{study}}/{{corpus}}/{{model}}/frac{{fraction}}/seed{{seed}}/history.csv",
+        metrics=f"{RUNS}/{{study}}/{{corpus}}/{{model}}/frac{{fraction}}/seed{{seed}}/metrics.json",
+        model=f"{RUNS}/{{study}}/{{corpus}}/{{model}}/frac{{fraction}}/seed{{seed}}/model.pt",
     log:
         f"{LOGS}/train/{{study}}/{{corpus}}/{{model}}/frac{{fraction}}/seed{{seed}}.log",
     conda:

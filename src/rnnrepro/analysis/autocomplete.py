@@ -14,6 +14,7 @@ from ..data.autocomplete import AUTOCOMPLETE_DATASETS, INPUT_SYMBOLS, load_class
 from ..train.autocomplete import batch_tensors, build_model
 from ..train.checkpoint import load_weights
 from .results import paper_values, samples_text, summarise_seeds
+from .run_files import read_history, read_metrics
 
 COUNTED = ("embedding", "recurrent", "dense", "total")
 
@@ -69,8 +70,8 @@ def validation_curves(metrics_files: list[str]) -> pd.DataFrame:
     """Every cell's history.csv (one row per validation check), labelled with model and seed."""
     frames = []
     for path in map(Path, metrics_files):
-        cell = pd.read_json(path, typ="series")
-        history = pd.read_csv(path.parent / "history.csv")
+        cell = read_metrics(path)
+        history = read_history(path.parent)
         frames.append(history.assign(model=cell["model"], seed=cell["seed"], corpus=cell["corpus"]))
     return pd.concat(frames, ignore_index=True)
 

@@ -45,14 +45,16 @@ for its flags.
 
 from __future__ import annotations
 
+import difflib
 import itertools
 import math
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
 
-from .. import grid
+from .. import console, grid
 from . import effects, run_endings
 from ..configuration import ConfigError
 from ..data.autocomplete import AUTOCOMPLETE_DATASETS
@@ -118,6 +120,47 @@ def _column_declaration_problems(study: dict) -> list[str]:
     return problems
 
 
+# The row an aggregate over every dataset gets in a table (the LRU convergence table's `all`).
+EVERY_DATASET = "all"
+
+
+def _selector_value_problems(study: dict, claim: dict, artifact: str, where: str) -> list[str]:
+    """Row selectors (``rows``, ``paper_row``, ``per``) naming a model, dataset, fraction, recipe or cell
+    that the claim's artifact does not have: such a row never matches, and the claim would silently read
+    "not tested" (a typo like ``lstm_m1001``)."""
+    spec = study["artifacts"][artifact]
+    # a speed artifact's rows are the speed benchmark's models (`speed:`, or a budget's), not its grid's
+    timed = [*study.get("speed", {}).get("models", []),
+             *(model for budget in study.get("budgets", {}).values() for model in budget.get("speed", {}).get("models", []))]
+    domains = {"model": list(dict.fromkeys([*spec["models"], *(timed if spec.get("speed") else [])]))}
+    if "recipes" in study:
+        domains["recipe"] = list(study["recipes"])
+    cells = {study.get("models", {}).get(m, {}).get("cell") for m in spec["models"]} - {None}
+    if cells:
+        domains["cell"] = sorted(cells)
+    if "datasets" in spec:
+        domains["dataset"] = [*spec["datasets"], EVERY_DATASET]
+    if "fractions" in spec:
+        domains["fraction"] = spec["fractions"]
+    selectors = [("rows", row) for row in claim["rows"]] + [("per", claim.get("per", {}))]
+    if "paper_row" in claim:
+        selectors.append(("paper_row", claim["paper_row"]))
+    problems = []
+    for key, selector in selectors:
+        for column, wanted in selector.items():
+            if column not in domains:
+                continue
+            for value in wanted if key == "per" else [wanted]:
+                if value in domains[column] or str(value) in map(str, domains[column]):
+                    continue
+                near = difflib.get_close_matches(str(value), list(map(str, domains[column])), n=1)
+                problems.append(f"{where}.{key}: {column} {value!r} is not one of artifact {artifact}'s "
+                                f"({', '.join(map(str, domains[column]))})"
+                                + (f"; did you mean {near[0]!r}?" if near else "")
+                                + " A row that matches nothing would leave the claim untested")
+    return problems
+
+
 def check_claims(study: dict, source: str | None = None) -> None:
     """Structural checks the schema cannot make: each artifact declares its tables' columns; unique ids,
     a table one of the study's artifacts writes, only columns declared for that table (value, paper
@@ -154,6 +197,8 @@ def check_claims(study: dict, source: str | None = None) -> None:
         if claim["check"] == "close_to_paper" and "tolerance" not in claim:
             problems.append(f"{where}.tolerance: check close_to_paper needs one (how near the paper's number "
                             f"counts as reproduced, e.g. {{absolute: 3}})")
+        if claim["table"] in columns:
+            problems += _selector_value_problems(study, claim, columns[claim["table"]][0], where)
         clash = set(claim.get("per", {})) & {k for row in claim["rows"] for k in row}
         if clash:
             problems.append(f"{where}: {sorted(clash)} both in `per` and in a row selector")
@@ -715,12 +760,92 @@ def evaluate_study(study: dict, config: dict, tables: dict[str, pd.DataFrame],
     return rows
 
 
+class DamagedTable(ValueError):
+    """An artifact table the scorecard reads is not what its notebook writes; the message names the file."""
+
+
+def _not_numbers(column: pd.Series) -> pd.Series:
+    """The entries of ``column`` that are neither empty nor a number."""
+    return column[pd.to_numeric(column, errors="coerce").isna() & column.notna()]
+
+
+def _samples_problems(column: pd.Series) -> list[str]:
+    """Entries of a ``<value>_samples`` column (``v1;v2;...``) that are not numbers."""
+    for row, text in column.dropna().astype(str).items():
+        for part in filter(None, text.split(";")):
+            try:
+                float(part)
+            except ValueError:
+                return [f"column {column.name} holds {text!r} in row {row + 1}: {part!r} is not a number"]
+    return []
+
+
+def table_problems(table: pd.DataFrame, study: dict, config: dict, name: str) -> list[str]:
+    """How an artifact table read back differs from what its notebook writes: its declared columns,
+    numbers (finite) in every value a claim reads, and a row for every model and dataset of the
+    artifact's grid at this budget."""
+    artifact, declared = declared_columns(study)[name]
+    problems = []
+    extra = [c for c in table.columns if c not in declared]
+    absent = [c for c in declared if c not in table.columns]
+    if extra:
+        problems.append(f"columns not declared for it: {', '.join(map(str, extra))}")
+    if absent:
+        problems.append(f"declared columns missing: {', '.join(absent)}")
+    values = {column for claim in study.get("claims", []) if claim["table"] == name
+              for column in (claim["value"], claim.get("paper_value", f"paper_{claim['value']}"))}
+    for column in sorted(values & set(table.columns)):
+        text = _not_numbers(table[column])
+        numbers = pd.to_numeric(table[column], errors="coerce")
+        if not text.empty:
+            problems.append(f"column {column} holds {text.iloc[0]!r} in row {text.index[0] + 1}, not a number")
+        elif numbers.isin([math.inf, -math.inf]).any():
+            row = numbers.index[numbers.isin([math.inf, -math.inf])][0]
+            problems.append(f"column {column} is {numbers[row]} in row {row + 1}")
+        if f"{column}_samples" in table.columns:
+            problems += _samples_problems(table[f"{column}_samples"])
+    spec = grid.artifact_spec(study, config, artifact)
+    keys = [column for column in ("dataset", "model") if column in table.columns]
+    if table.empty:
+        problems.append("no rows")
+    elif keys and spec.get("needs_training", True):
+        found = set(table[keys].astype(str).itertuples(index=False, name=None))
+        expected = list(itertools.product(*(spec[f"{column}s"] for column in keys)))
+        missing = [combination for combination in expected if combination not in found]
+        if missing:
+            shown = ", ".join("/".join(combination) for combination in missing[:3]) + (", ..." if len(missing) > 3 else "")
+            problems.append(f"no row for {len(missing)} of the {len(expected)} {' x '.join(keys)} of artifact "
+                            f"{artifact} at budget {config['budget']} ({shown})")
+    return problems
+
+
+def read_table(path: str, studies: dict[str, dict], config: dict) -> pd.DataFrame:
+    """An artifact table, checked (:func:`table_problems`) as it is read: a damaged or cut one stops the
+    scorecard naming the file, instead of turning its claims into "not tested"."""
+    name = Path(path).stem
+    owner = next((study for study in studies.values() if name in declared_columns(study)), None)
+    rebuild = (f"Rebuild it: rerun your snakemake command with the target {os.path.relpath(path)} and --force "
+               f"(or `python -m rnnrepro.records render` for a budget rendered from records)")
+    try:
+        table = pd.read_csv(path)
+    except FileNotFoundError:
+        raise DamagedTable(f"{os.path.relpath(path)} is missing. {rebuild}") from None
+    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as e:
+        said = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        raise DamagedTable(f"{os.path.relpath(path)} is damaged: not a CSV table ({said}). {rebuild}") from None
+    problems = table_problems(table, owner, config, name) if owner is not None else []
+    if problems:
+        raise DamagedTable(f"{os.path.relpath(path)} is damaged: {'; '.join(problems[:5])}. {rebuild}")
+    return table
+
+
 def evaluate(studies: dict[str, dict], config: dict, table_files: list[str],
              unrendered: dict[str, str] | None = None,
              runs: pd.DataFrame | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
     """The scorecard of every study (one row per claim case, columns COLUMNS; the other-scale columns
-    empty until :func:`beside_other_scales`) and its compared pairs (EFFECT_COLUMNS)."""
-    tables = {Path(path).stem: pd.read_csv(path) for path in table_files}
+    empty until :func:`beside_other_scales`) and its compared pairs (EFFECT_COLUMNS). Each table is
+    checked as it is read (:func:`read_table`)."""
+    tables = {Path(path).stem: read_table(path, studies, config) for path in table_files}
     rows = [row for study in studies.values() for row in evaluate_study(study, config, tables, unrendered, runs)]
     pairs = [{"study": row["study"], "claim": row["claim"], "value": row["value"], "budget": row["budget"],
               "verdict": row["verdict"], **pair} for row in rows for pair in row["pairs"]]
@@ -767,10 +892,39 @@ def beside_other_scales(card: pd.DataFrame, studies: dict[str, dict], budget: st
 
 
 def read_scorecard(path: str | Path) -> pd.DataFrame:
-    """A written scorecard, its columns of text kept as written (a difference "-3" stays "-3")."""
+    """A written scorecard, its columns of text kept as written (a difference "-3" stays "-3"), checked:
+    its columns and a known verdict in every row; a damaged one names the file."""
     numbers = {"spread", "params", "paper_params"}
-    return pd.read_csv(path, dtype={column: str for column in COLUMNS if column not in numbers}, keep_default_na=False,
-                       na_values={column: [""] for column in numbers})
+    rebuild = f"Rebuild it: rerun the command that made it (its target {os.path.relpath(path)} with --force)"
+    try:
+        card = pd.read_csv(path, dtype={column: str for column in COLUMNS if column not in numbers},
+                           keep_default_na=False, na_values={column: [""] for column in numbers})
+    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError, ValueError) as e:
+        said = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        raise DamagedTable(f"{os.path.relpath(path)} is damaged: not a scorecard ({said}). {rebuild}") from None
+    problems = [f"no column {column}" for column in COLUMNS if column not in card.columns]
+    if "verdict" in card.columns:
+        unknown = card.loc[~card["verdict"].isin([HELD, NOT_HELD, INCONCLUSIVE, NOT_TESTED, NOT_TESTABLE]), "verdict"]
+        if not unknown.empty:
+            problems.append(f"row {unknown.index[0] + 1} has verdict {unknown.iloc[0]!r}")
+    if problems:
+        raise DamagedTable(f"{os.path.relpath(path)} is damaged: {'; '.join(problems[:5])}. {rebuild}")
+    return card
+
+
+def read_effects(path: str | Path) -> pd.DataFrame:
+    """A written table of compared pairs (``claims_effects.csv``), checked: its columns; a damaged one
+    names the file."""
+    rebuild = f"Rebuild it: rerun the command that made it (its target {os.path.relpath(path)} with --force)"
+    try:
+        pairs = pd.read_csv(path)
+    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as e:
+        said = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        raise DamagedTable(f"{os.path.relpath(path)} is damaged: not a CSV table ({said}). {rebuild}") from None
+    missing = [column for column in EFFECT_COLUMNS if column not in pairs.columns]
+    if missing:
+        raise DamagedTable(f"{os.path.relpath(path)} is damaged: no column {', '.join(missing)}. {rebuild}")
+    return pairs
 
 
 def other_scale_files(studies: dict[str, dict], budget: str) -> dict[str, dict[str, str]]:
@@ -820,4 +974,4 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    raise SystemExit(console.run_command(main))

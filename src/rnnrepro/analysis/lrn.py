@@ -28,6 +28,7 @@ import pandas as pd
 from .. import console
 from ..cells import implementation
 from .results import paper_values, read_cells
+from .run_files import read_run_config
 
 STAGES = ("base", "finetune", "dynamic")
 LOGGER = console.LOGGER.getChild("speed")  # by name: run as `python -m`, this module is __main__
@@ -46,7 +47,7 @@ def lm_table(metrics_files: list[str], dynamic: pd.DataFrame | None, study: dict
     finetuned = read_cells(metrics_files)
     base_files, heads = [], []
     for path in map(Path, metrics_files):
-        config = json.loads((path.parent / "config.json").read_text())
+        config = read_run_config(path.parent)
         init_from = config["init_from"]
         heads.append(head_name(config["architecture"].get("head")))
         if init_from is None:
@@ -350,4 +351,4 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(console.run_command(main))

@@ -14,6 +14,7 @@ from pathlib import Path
 import pandas as pd
 
 from .results import in_order, paper_values, read_cells, samples_text, summarise_seeds
+from .run_files import read_history
 
 # cell id -> the paper's name, in the order of its convergence box plot
 UNIT_LABELS = {"lstm": "LSTM", "gru": "GRU", "grid_lstm": "Grid LSTM", "rhn": "RHN",
@@ -43,7 +44,7 @@ def read_histories(metrics_files: list[str]) -> pd.DataFrame:
     cells = read_cells(metrics_files)
     frames = []
     for path, cell in zip(metrics_files, cells.itertuples()):
-        history = pd.read_csv(Path(path).parent / "history.csv")
+        history = read_history(Path(path).parent)
         frames.append(history.assign(dataset=cell.dataset, model=cell.model, cell=cell.cell,
                                      fraction=cell.fraction, seed=cell.seed, capped=cell.capped))
     return pd.concat(frames, ignore_index=True)

@@ -31,7 +31,6 @@ printed values sit beside them as ``paper_*`` columns.
 from __future__ import annotations
 
 import inspect
-import json
 from collections import Counter, defaultdict
 from pathlib import Path
 
@@ -40,6 +39,7 @@ import pandas as pd
 from .. import grid
 from ..cells.counting import lstm_params
 from .results import in_order, paper_values, read_cells, summarise_seeds
+from .run_files import read_history, read_metrics
 
 # (context, input, residual) -> the paper's Table 3 row
 TABLE3_ROWS = {("lt", "lt", False): "R1", ("glt", "glt", False): "R2", ("glt", "pt", True): "R3",
@@ -215,7 +215,7 @@ def ablation_counts(study: dict, run_config: dict, artifact: str) -> pd.DataFram
 def read_histories(metrics_files: list[str]) -> pd.DataFrame:
     """Every epoch of every run, with the run's dataset, model, cell and width."""
     cells = read_cells(metrics_files)
-    frames = [pd.read_csv(Path(path).parent / "history.csv").assign(
+    frames = [read_history(Path(path).parent).assign(
         dataset=cell.dataset, corpus=cell.corpus, model=cell.model, cell=cell.cell, M=cell.hidden_size,
         seed=cell.seed, budget=cell.budget, capped=cell.capped) for path, cell in zip(metrics_files, cells.itertuples())]
     return pd.concat(frames, ignore_index=True)
@@ -371,7 +371,7 @@ def fig4_table(metrics_files: list[str], categories: dict[str, str]) -> pd.DataF
     frames = []
     for path in metrics_files:
         run_dir = Path(path).parent
-        metrics = json.loads(Path(path).read_text())
+        metrics = read_metrics(path)
         weight, cfg, vocab = load_embedding(run_dir)
         levels = pyramid_levels(weight, cfg) if cfg["architecture"]["cell"] == "pru" else {1: weight}
         for level, vectors in levels.items():

@@ -11,10 +11,15 @@ truncated file without reading it whole. No torch, no pandas: ``rnnrepro.status`
 from __future__ import annotations
 
 import json
+import math
 import zipfile
 from pathlib import Path
 
 from ..configuration import schema_problems
+
+
+# Where and how wide a run went: not part of a cell's identity (older records carry them in config.json).
+RUNTIME_KEYS = ("device", "threads")
 
 
 class DamagedRunFile(ValueError):
@@ -46,7 +51,7 @@ def read_metrics(path: Path | str) -> dict:
     """A cell's metrics.json, checked against the metrics schema; FileNotFoundError if it is missing."""
     path = Path(path)
     metrics = _read_json(path)
-    problems = schema_problems(metrics, "metrics")
+    problems = schema_problems(metrics, "metrics") + finite_problems(metrics)
     if problems:
         raise DamagedRunFile(f"run folder {path.parent}: {path.name} is damaged: {'; '.join(problems[:5])}. "
                              f"{_rebuild(path)}")
@@ -62,6 +67,127 @@ def read_run_config(run_dir: Path | str) -> dict:
         raise DamagedRunFile(f"run folder {path.parent}: {path.name} is damaged: no {', '.join(missing)}. "
                              f"{_rebuild(path.parent / 'metrics.json')}")
     return config
+
+
+def finite_problems(value, where: str = "") -> list[str]:
+    """Every NaN or infinite number in a JSON value (nested keys joined by dots): JSON has none, but
+    Python's json module writes and reads them."""
+    if isinstance(value, dict):
+        return [p for key, item in value.items() for p in finite_problems(item, f"{where}.{key}" if where else key)]
+    if isinstance(value, list):
+        return [p for i, item in enumerate(value) for p in finite_problems(item, f"{where}[{i}]")]
+    if isinstance(value, float) and not math.isfinite(value):
+        return [f"{where or '(the file)'} is {value}"]
+    return []
+
+
+# An evaluation output's keys (rnnrepro.evaluation writes them): those of every method, and each
+# method's own numbers, which the notebooks read.
+EVALUATION_KEYS = {"study": str, "dataset": str, "corpus": str, "model": str, "seed": int, "budget": str,
+                   "method": str}
+EVALUATION_NUMBERS = {
+    "dynamic": ("static_test_ppl", "dynamic_test_ppl", "lr", "decay", "epsilon", "segment_length"),
+    "entropy": ("streams", "steps", "contexts", "mean_entropy", "mean_entropy_first_stream"),
+    "saliency": ("length",),
+}
+
+
+def _rerun_evaluation(path: Path) -> str:
+    return f"Delete it and rerun your snakemake command (same --profile/--config): that evaluation runs again ({path})"
+
+
+def read_evaluation_file(path: Path | str) -> dict:
+    """An evaluation's output (``<run dir>/<name>.json``), checked: a JSON object with the keys every
+    evaluation writes, its method's numbers, and no NaN or infinite number anywhere (``entropies``
+    and the like included). A damaged one names its file; FileNotFoundError if it is missing."""
+    path = Path(path)
+    try:
+        data = json.loads(path.read_text())
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise DamagedRunFile(f"{path} is damaged: not valid JSON ({e}). {_rerun_evaluation(path)}") from None
+    if not isinstance(data, dict):
+        raise DamagedRunFile(f"{path} is damaged: not a JSON object. {_rerun_evaluation(path)}")
+    problems = [f"no {key}" if key not in data else f"{key} is not a {kind.__name__} ({data[key]!r})"
+                for key, kind in EVALUATION_KEYS.items()
+                if key not in data or not isinstance(data[key], kind) or isinstance(data[key], bool)]
+    for key in EVALUATION_NUMBERS.get(data.get("method"), ()):
+        value = data.get(key)
+        if not isinstance(value, (int, float)) or isinstance(value, bool):
+            problems.append(f"{key} is not a number ({value!r})" if key in data else f"no {key}")
+    problems += finite_problems(data)
+    if problems:
+        raise DamagedRunFile(f"{path} is damaged: {'; '.join(problems[:5])}. {_rerun_evaluation(path)}")
+    return data
+
+
+# A speed benchmark's output (<results>/speed/<study>.json, rnnrepro.analysis.lrn speed): its shapes and
+# one row per model, with the times the notebook divides.
+SPEED_KEYS = ("batch_size", "bptt", "vocab_size", "device_name", "rows")
+SPEED_ROW_NUMBERS = ("lm_seconds_per_batch", "layer_seconds")
+
+
+def read_speed_file(path: Path | str) -> dict:
+    """A study's speed benchmark, checked like an evaluation output (:func:`read_evaluation_file`)."""
+    path = Path(path)
+    rerun = f"Delete it and rerun your snakemake command (same --profile/--config): the benchmark runs again"
+    try:
+        data = json.loads(path.read_text())
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise DamagedRunFile(f"{path} is damaged: not valid JSON ({e}). {rerun}") from None
+    if not isinstance(data, dict):
+        raise DamagedRunFile(f"{path} is damaged: not a JSON object. {rerun}")
+    problems = [f"no {key}" for key in SPEED_KEYS if key not in data]
+    rows = data.get("rows")
+    if "rows" in data and (not isinstance(rows, list) or not rows or not all(isinstance(r, dict) for r in rows)):
+        problems.append("rows is not a list of one object per model")
+    else:
+        for row in rows or []:
+            problems += [f"rows: {row.get('model', '?')}: {key} is not a positive number ({row.get(key)!r})"
+                         for key in SPEED_ROW_NUMBERS
+                         if not isinstance(row.get(key), (int, float)) or isinstance(row.get(key), bool)
+                         or not row.get(key) > 0]
+    problems += finite_problems(data)
+    if problems:
+        raise DamagedRunFile(f"{path} is damaged: {'; '.join(problems[:5])}. {rerun}")
+    return data
+
+
+# history.csv: one row per validation check; every column is a number but `averaging` (True/False).
+HISTORY_COLUMNS = ("epoch", "val_loss")
+HISTORY_FLAGS = ("averaging",)
+
+
+def read_history(run_dir: Path | str):
+    """A cell's history.csv as a pandas DataFrame, checked: its epoch and val_loss columns, at least one
+    row, numbers in every column (empty only where no number was measured, e.g. the training loss of a
+    check before the first step) and a finite validation loss in every row."""
+    import pandas as pd
+
+    path = Path(run_dir) / "history.csv"
+    try:
+        history = pd.read_csv(path)
+    except FileNotFoundError:
+        raise
+    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as e:
+        raise DamagedRunFile(f"run folder {path.parent}: {path.name} is damaged (not a CSV table: "
+                             f"{str(e).strip().splitlines()[0]}). {_rebuild(path.parent / 'metrics.json')}") from None
+    problems = [f"no column {column}" for column in HISTORY_COLUMNS if column not in history.columns]
+    if history.empty:
+        problems.append("no rows")
+    for column in history.columns:
+        if column in HISTORY_FLAGS:
+            continue
+        numbers = pd.to_numeric(history[column], errors="coerce")
+        text = history[column][numbers.isna() & history[column].notna()]
+        if not text.empty:
+            problems.append(f"column {column} holds {text.iloc[0]!r} (row {text.index[0] + 1}), not a number")
+        elif column == "val_loss" and not numbers.map(math.isfinite).all():
+            bad = numbers[~numbers.map(math.isfinite)]
+            problems.append(f"val_loss is {bad.iloc[0]} in row {bad.index[0] + 1}")
+    if problems:
+        raise DamagedRunFile(f"run folder {path.parent}: {path.name} is damaged: {'; '.join(problems[:5])}. "
+                             f"{_rebuild(path.parent / 'metrics.json')}")
+    return history
 
 
 def check_weights(path: Path | str) -> None:
@@ -95,3 +221,45 @@ def check_metrics_files(paths: list[str]) -> list[str]:
         except FileNotFoundError:
             problems.append(f"run folder {path.parent}: no {path.name}; train that cell first (target {path})")
     return problems
+
+
+def _flat(value, prefix: str = "") -> dict:
+    if isinstance(value, dict):
+        return {k: v for key, item in value.items() for k, v in _flat(item, f"{prefix}{key}.").items()}
+    return {prefix.rstrip("."): value}
+
+
+def config_differences(recorded: dict, expected: dict) -> list[str]:
+    """How a cell's config.json differs from what the study file resolves now (runtime keys aside)."""
+    old = {k: v for k, v in _flat(recorded).items() if k not in RUNTIME_KEYS}
+    new = _flat(expected)
+    return [f"{key} {old.get(key, '(none)')!r} -> {new.get(key, '(none)')!r}"
+            for key in sorted(set(old) | set(new)) if old.get(key) != new.get(key)]
+
+
+def stale_problem(metrics_file: Path | str, study: dict) -> str | None:
+    """Why a finished cell no longer is what its study file makes of it, or None when it is: its config.json
+    differs from what the study resolves now for the cell of that run folder (a recipe, a width or a cell
+    option changed since it was trained). Snakemake retrains such a cell itself when it trained it (its
+    params changed), but not one copied in from records/ (`records render`): the notebooks must not read
+    it either way. The budget and precision are the cell's own (its config.json)."""
+    from .. import grid
+    from ..configuration import ConfigError
+
+    run_dir = Path(metrics_file).parent
+    try:
+        recorded = read_run_config(run_dir)
+    except DamagedRunFile as e:
+        return str(e)
+    study_name, corpus, model, fraction, seed = run_dir.parts[-5:]
+    try:
+        cell = grid.Cell(study_name, corpus, model, int(fraction.removeprefix("frac")), int(seed.removeprefix("seed")),
+                         recorded.get("budget", ""), recorded.get("precision", "fp32"))
+        expected = grid.resolve_cell(study, {"budget": cell.budget, "precision": cell.precision, "device": "auto"},
+                                     cell)
+    except (ConfigError, KeyError, ValueError) as e:
+        return f"{run_dir}: its cell is not one the study file makes now ({e})"
+    changed = config_differences(recorded, expected)
+    if changed:
+        return f"{run_dir}: stale (the study file changed since it was trained: {'; '.join(changed[:3])})"
+    return None

@@ -5,11 +5,16 @@
 
 The executed notebook is written to OUTPUT. Every metrics.json it is given is checked first
 (rnnrepro.analysis.run_files): a damaged one stops the run with an error naming its run folder, before
-any notebook cell runs. If a cell fails, the executed notebook (with the traceback) is kept in
-``<logs>/notebooks/<notebook>.failed.ipynb``, in the logs of the budget whose results tree OUTPUT is in
-(rnnrepro.layout) — Snakemake removes the declared outputs of a failed job —
-and the error names the notebook, the failing cell and where to look; the next successful run removes
-it. Training results are never touched, so a fixed notebook reruns in seconds.
+any notebook cell runs; so does a stale one, whose config.json is not what the study file gives that cell
+now (``run_files.stale_problem``: a table is never made from it). If a cell fails, the executed notebook
+(with the traceback) is kept in ``<logs>/notebooks/<notebook>.failed.ipynb``, in the logs of the budget
+whose results tree OUTPUT is in (rnnrepro.layout), and the error names the notebook, the failing cell and
+where to look; the next successful run removes it. Training results are never touched, so a fixed
+notebook reruns in seconds. The notebook writes its tables and figures beside their places first
+(``<name>.partial.<ext>``), and they replace an earlier run's only when it has succeeded and its tables
+have their declared columns: a failing rebuild leaves the earlier tables and figures (the workflow
+marks them ``update()``, so Snakemake neither removes them before the job nor after its failure; and
+rnnrepro.analysis.failed_notebooks has the next run rebuild them).
 
 Every table the notebook writes must have exactly the columns its artifact declares in the study file
 (``artifacts.<artifact>.columns``, which the claims are checked against when the workflow is parsed):
@@ -32,9 +37,10 @@ import jupytext
 import nbformat
 import papermill
 
-from .. import layout
-from ..configuration import load_study
-from .run_files import check_metrics_files
+from .. import console, layout
+from ..configuration import ConfigError, check_checkout, load_study
+from . import failed_notebooks
+from .run_files import check_metrics_files, stale_problem
 
 KERNEL = "python3"  # the kernel of the running environment (ipykernel installs it with the env)
 FAILED_DIR = Path("logs/notebooks")
@@ -53,6 +59,19 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--tables", nargs="*", default=[], help="CSV tables the notebook must write")
     parser.add_argument("--figures", nargs="*", default=[], help="PNG figures the notebook must write")
     return parser.parse_args(argv)
+
+
+def partial_path(path: Path) -> Path:
+    """Where the notebook writes a table or figure first (``<name>.partial.<ext>`` beside it): it replaces
+    the file of an earlier run only once the notebook has succeeded, so a failing rebuild leaves it."""
+    return path.with_name(f"{path.stem}.partial{path.suffix}")
+
+
+def _renamed(text: str, names: dict[str, str]) -> str:
+    """``text`` with each partial file's path (absolute or relative) replaced by its final one."""
+    for partial, final in names.items():
+        text = text.replace(partial, final).replace(os.path.relpath(partial), os.path.relpath(final))
+    return text
 
 
 def failed_copy(notebook: Path, output: Path | None = None) -> Path:
@@ -127,41 +146,78 @@ def execute(source: Path, executed: Path, parameters: dict, kernel=None) -> None
 
 
 def run(notebook: Path, output: Path, parameters: dict, kernel=None) -> None:
-    """Check the notebook's inputs, execute it (in ``kernel`` if given: :func:`execute`), check its outputs."""
+    """Execute ``notebook`` into ``output`` with ``parameters`` (in ``kernel`` if given: :func:`execute`).
+    A failure of any kind is recorded beside ``output`` (rnnrepro.analysis.failed_notebooks), so that the
+    workflow runs the notebook again."""
+    try:
+        _run(notebook, output, parameters, kernel)
+    except BaseException as e:
+        failed_notebooks.record_failure(output, e)
+        raise
+
+
+def _run(notebook: Path, output: Path, parameters: dict, kernel=None) -> None:
     if not notebook.exists():
         raise FileNotFoundError(f"notebook {notebook} does not exist")
     metrics_files = parameters.get("metrics_files", [])  # the scorecard reads tables, not runs
-    damaged = check_metrics_files([os.path.relpath(path) for path in metrics_files])
+    relative = [os.path.relpath(path) for path in metrics_files]
+    damaged = check_metrics_files(relative)
     if damaged:
         raise RuntimeError(f"notebook {notebook} not run: {len(damaged)} of its {len(metrics_files)} "
                            f"training results cannot be read:\n  " + "\n  ".join(damaged))
-    output.parent.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory() as tmp:
-        source = Path(tmp) / (notebook.stem + ".ipynb")
-        nbformat.write(jupytext.read(notebook), source)
-        executed = Path(tmp) / output.name
-        try:
-            execute(source, executed, parameters, kernel)
-        except papermill.PapermillExecutionError as e:
-            kept = failed_copy(notebook, output)
-            kept.parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy(executed, kept)
+    if relative and "study" in parameters:
+        study = load_study(parameters["study"])
+        stale = [problem for path in relative if (problem := stale_problem(path, study))]
+        if stale:
             raise RuntimeError(
-                f"notebook {notebook} failed in cell {e.exec_count}: {e.ename}: {e.evalue}\n"
-                f"The executed notebook with the traceback is kept at {kept}. Training results are "
-                f"untouched: fix the notebook (or its inputs) and rerun the same target.") from None
-        shutil.move(executed, output)
+                f"notebook {notebook} not run: {len(stale)} of its {len(metrics_files)} training results were "
+                f"trained with another config than config/studies/{parameters['study']}.yaml gives now, and a "
+                f"table is never made from them:\n  " + "\n  ".join(stale) + "\nRetrain them: rerun with "
+                f"--force and their metrics.json as the targets (same --profile/--config), or delete those "
+                f"metrics.json files and rerun; then rebuild this artifact.")
+    output.parent.mkdir(parents=True, exist_ok=True)
+    finals = [Path(p) for p in parameters["tables"] + parameters["figures"]]
+    partial = {final: partial_path(final) for final in finals}
+    named = {str(partial[final]): str(final) for final in finals}
+    try:
+        with tempfile.TemporaryDirectory() as tmp:
+            source = Path(tmp) / (notebook.stem + ".ipynb")
+            nbformat.write(jupytext.read(notebook), source)
+            executed = Path(tmp) / output.name
+            try:
+                execute(source, executed, {**parameters,
+                                           "tables": [str(partial[Path(p)]) for p in parameters["tables"]],
+                                           "figures": [str(partial[Path(p)]) for p in parameters["figures"]]},
+                        kernel)
+            except papermill.PapermillExecutionError as e:
+                kept = failed_copy(notebook, output)
+                kept.parent.mkdir(parents=True, exist_ok=True)
+                shutil.copy(executed, kept)
+                raise RuntimeError(
+                    f"notebook {notebook} failed in cell {e.exec_count}: {e.ename}: {_renamed(e.evalue, named)}\n"
+                    f"The executed notebook with the traceback is kept at {kept}. Training results are "
+                    f"untouched, and so are the tables and figures of an earlier run: fix the notebook (or "
+                    f"its inputs) and rerun the same target.") from None
+            missing = [str(final) for final in finals if not partial[final].exists()]
+            if missing:
+                raise RuntimeError(f"notebook {notebook} ran but did not write {', '.join(missing)}")
+            if "study" in parameters:  # an artifact's notebook (the scorecard's belongs to no study)
+                differences = column_differences(parameters["study"], parameters["artifact"],
+                                                 [str(partial[Path(p)]) for p in parameters["tables"]])
+                if differences:
+                    raise RuntimeError(
+                        f"notebook {notebook} wrote tables whose columns differ from those declared in "
+                        f"config/studies/{parameters['study']}.yaml:\n  "
+                        + "\n  ".join(_renamed(d, named) for d in differences)
+                        + "\nDeclare the columns the notebook writes (claims are checked against them), "
+                          "or fix the notebook.")
+            for final in finals:  # all written and checked: only now replace an earlier run's
+                os.replace(partial[final], final)
+            shutil.move(executed, output)
+    finally:
+        for path in partial.values():
+            path.unlink(missing_ok=True)
     failed_copy(notebook, output).unlink(missing_ok=True)  # a failure's record, now stale
-    missing = [p for p in parameters["tables"] + parameters["figures"] if not Path(p).exists()]
-    if missing:
-        raise RuntimeError(f"notebook {notebook} ran but did not write {', '.join(missing)}")
-    if "study" in parameters:  # an artifact's notebook (the scorecard's belongs to no study)
-        differences = column_differences(parameters["study"], parameters["artifact"], parameters["tables"])
-        if differences:
-            raise RuntimeError(f"notebook {notebook} wrote tables whose columns differ from those declared in "
-                               f"config/studies/{parameters['study']}.yaml:\n  " + "\n  ".join(differences)
-                               + "\nDeclare the columns the notebook writes (claims are checked against them), "
-                                 "or fix the notebook.")
 
 
 def column_differences(study: str, artifact: str, tables: list[str]) -> list[str]:
@@ -202,12 +258,13 @@ def main(argv=None) -> int:
 def run_cli(notebook: Path, output: Path, parameters: dict) -> int:
     """:func:`run` for a command line: a failure is one error line and exit status 1."""
     try:
+        check_checkout()
         run(notebook, output, parameters)
-    except (RuntimeError, FileNotFoundError) as e:
+    except (RuntimeError, FileNotFoundError, ConfigError) as e:
         print(f"[rnnrepro] error: {e}", file=sys.stderr)
         return 1
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(console.run_command(main))

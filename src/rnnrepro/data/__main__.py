@@ -14,12 +14,15 @@ Expected failures print one line on stderr and exit with status 2.
 from __future__ import annotations
 
 import argparse
+import errno
 import os
 import sys
+from pathlib import Path
 
+from .. import console
 from .autocomplete import AUTOCOMPLETE_DATASETS, build
 from .download import MIRROR_ENV, TRUST_ENV, fetch
-from .preprocess import fraction, prepare
+from .preprocess import fraction, prepare, write_error
 from .registry import DATASETS, DataError
 from .text8style import TEXT8STYLE_DATASETS
 from .text8style import build as build_text8style
@@ -120,8 +123,14 @@ def main(argv: list[str] | None = None) -> int:
     except DataError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    except OSError as exc:  # a full disk outside write_text: an archive member extracted to scratch, say
+        if exc.errno not in (errno.ENOSPC, errno.EDQUOT):
+            raise
+        where = Path(exc.filename) if exc.filename else Path(getattr(args, "out", None) or getattr(args, "dest", "."))
+        print(f"error: {write_error(where, exc)}", file=sys.stderr)
+        return 2
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(console.run_command(main))

@@ -27,14 +27,17 @@ of larger ones).
 
 from __future__ import annotations
 
+import errno
 import json
+import os
 import tempfile
 from bisect import bisect_left
 from itertools import accumulate
 from pathlib import Path
 
 from .archive import extract_members
-from .download import check_raw, file_digest
+from ..train.files import advice
+from .download import DiskFullError, check_raw, file_digest
 from .registry import EOS, SPLITS, UNK, DataError, Dataset, SplitByPercent, get_dataset
 
 
@@ -56,8 +59,31 @@ def read_text(path: Path) -> str:
 
 
 def write_text(path: Path, text: str) -> None:
-    with open(path, "w", encoding="utf-8", newline="") as f:
-        f.write(text)
+    """Write a processed file whole or not at all (a temporary sibling, renamed over it once written):
+    a full disk stops with the data layer's disk-full error naming the file, as fetch's does, and leaves
+    no half-written file for a later step to read."""
+    path = Path(path)
+    tmp = path.with_name(f".{path.name}.tmp")
+    try:
+        with open(tmp, "w", encoding="utf-8", newline="") as f:
+            f.write(text)
+        os.replace(tmp, path)
+    except OSError as exc:
+        try:
+            tmp.unlink(missing_ok=True)
+        except OSError:
+            pass  # the folder itself is unusable; the error below names it
+        raise write_error(path, exc) from None
+
+
+def write_error(path: Path, exc: OSError) -> DataError:
+    """The data layer's error for a file it could not write: a full disk in fetch's words, else the
+    operating system's reason and what to do."""
+    if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+        folder = path if path.is_dir() else path.parent
+        return DiskFullError(f"no space left writing {path} ({exc.strerror}): free space on the disk holding "
+                             f"{folder} and rerun; no file was left half-written")
+    return DataError(f"cannot write {path}: {exc.strerror or exc}. {advice(path, exc)}")
 
 
 def read_vocab(path: Path) -> list[str]:

@@ -21,7 +21,7 @@ from pathlib import Path
 import torch
 
 from .. import console
-from ..configuration import ConfigError, read_json_argument
+from ..configuration import ConfigError, check_checkout, read_json_argument
 from ..data.corpus import load_corpus
 from ..data.registry import DataError
 from ..runtime import add_runtime_arguments, start_runtime
@@ -88,6 +88,7 @@ def main(argv=None) -> int:
     args = parse_args(argv)
     console.setup_logging()
     try:
+        check_checkout()
         spec = read_spec(args.config)
         out = evaluate_cell(args.run_dir, spec, start_runtime(args))
     except (ConfigError, DataError, FileNotFoundError, ValueError, DamagedCheckpoint) as e:
@@ -102,4 +103,4 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(console.run_command(main))

@@ -3,12 +3,12 @@ cell's ``metrics.json``."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pandas as pd
 
 from ..analysis.results import MissingResult, paper_values, summarise_seeds
+from ..analysis.run_files import read_evaluation_file
 
 
 def evaluation_file(metrics_file: str | Path, name: str) -> Path:
@@ -19,7 +19,7 @@ def read_evaluation(metrics_file: str | Path, name: str) -> dict:
     path = evaluation_file(metrics_file, name)
     if not path.exists():
         raise MissingResult(f"{path} is missing: run that evaluation first (snakemake {path})")
-    return json.loads(path.read_text())
+    return read_evaluation_file(path)
 
 
 def read_evaluations(metrics_files: list[str], name: str) -> pd.DataFrame:

@@ -15,7 +15,9 @@ from pathlib import Path
 import torch
 
 from .. import console, gpus, precision
-from ..configuration import ConfigError, read_json_argument, validate_cell_config
+from ..cells import is_outside_cell
+from ..custom_cells import where_it_failed
+from ..configuration import ConfigError, check_checkout, read_json_argument, validate_cell_config
 from ..data.registry import DataError
 from .autocomplete import train_autocomplete
 from .checkpoint import DamagedCheckpoint, checkpoint_dir
@@ -25,6 +27,7 @@ from .language_model import train_language_model
 from .loop import TrainingDiverged, TrainingInterrupted
 
 EXIT_INTERRUPTED = 143  # 128 + SIGTERM, what a scheduler expects from a job it terminated
+EXIT_CTRL_C = 130  # 128 + SIGINT, what a shell reports for a command stopped by Ctrl-C
 TRAINERS = {"lm": train_language_model, "autocomplete": train_autocomplete}
 
 
@@ -72,7 +75,9 @@ def out_of_memory_advice(run_dir: Path, error: BaseException) -> str:
 def main(argv=None) -> int:
     args = parse_args(argv)
     console.setup_logging()
+    cfg = None
     try:
+        check_checkout()
         cfg = read_config(args.config)
         device = start_runtime(args)
         check_precision(cfg, device)
@@ -86,9 +91,31 @@ def main(argv=None) -> int:
         return 1
     except TrainingInterrupted as e:
         print(f"[rnnrepro] {e}", file=sys.stderr)
-        return EXIT_INTERRUPTED
+        return EXIT_CTRL_C if e.by == "Ctrl-C" else EXIT_INTERRUPTED
+    except KeyboardInterrupt:
+        print(f"[rnnrepro] {args.run_dir}: stopped by Ctrl-C; a rerun resumes from its last checkpoint "
+              f"({checkpoint_dir(args.run_dir)})", file=sys.stderr)
+        return EXIT_CTRL_C
+    except Exception as e:
+        failed = custom_cell_failure(cfg, args.run_dir, e)
+        if failed is None:
+            raise
+        print(f"[rnnrepro] error: {failed}", file=sys.stderr)
+        return 1
     return 0
 
 
+def custom_cell_failure(cfg: dict | None, run_dir: Path, error: Exception) -> str | None:
+    """One line for an error raised inside a cell of your own (``module:Class``): the cell, the line of
+    its file and the error, instead of a traceback through the package; None for any other error."""
+    cell = ((cfg or {}).get("architecture") or {}).get("cell", "")
+    if not is_outside_cell(cell) or (where := where_it_failed(cell, error)) is None:
+        return None
+    said = str(error).strip().splitlines()[0] if str(error).strip() else ""
+    return (f"cell {run_dir}: the cell of your own {cfg['model']!r} ({cell}) raised {type(error).__name__}"
+            f"{': ' + said if said else ''} at {where}, while training. Fix it there: the dry run tries it on a "
+            f"short window and one as long as the recipe's (docs/custom_cells.md)")
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(console.run_command(main))

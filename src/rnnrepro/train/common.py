@@ -15,7 +15,7 @@ from pathlib import Path
 import torch
 
 from .. import precision
-from ..configuration import REPO_ROOT, ConfigError
+from ..configuration import ConfigError, project_root
 from ..runtime import GIT_SHA_ENV
 from .files import write_atomic, write_text_atomic
 
@@ -39,8 +39,9 @@ def git_sha() -> str:
     if os.environ.get(GIT_SHA_ENV, "").strip():
         return os.environ[GIT_SHA_ENV].strip()
     try:
-        out = subprocess.run(["git", "rev-parse", "HEAD"], cwd=REPO_ROOT, capture_output=True, text=True, check=True)
-        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=REPO_ROOT,
+        out = subprocess.run(["git", "rev-parse", "HEAD"], cwd=project_root(), capture_output=True, text=True,
+                             check=True)
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=project_root(),
                                capture_output=True, text=True, check=True).stdout.strip()
         return out.stdout.strip() + ("-dirty" if dirty else "")
     except (OSError, subprocess.CalledProcessError):
@@ -143,8 +144,10 @@ def write_history(run_dir: Path, history: list[dict]) -> None:
 
 
 def write_run_outputs(run_dir: Path, cfg: dict, state_dict: dict, history: list[dict], metrics: dict) -> None:
-    """model.pt (weights with the config), history.csv and, last, metrics.json (which marks the cell
-    done), each atomically."""
+    """config.json again, model.pt (weights with the config), history.csv and, last, metrics.json (which
+    marks the cell done), each atomically. Every output the workflow declares is written here at the end,
+    so one that Snakemake removed while the cell trained (another run that planned the same job) is back."""
+    write_text_atomic(run_dir / "config.json", json.dumps(cfg, indent=2) + "\n")
     write_atomic(run_dir / "model.pt", lambda f: torch.save({"config": cfg, "state_dict": state_dict}, f))
     write_history(run_dir, history)
     write_text_atomic(run_dir / "metrics.json", json.dumps(metrics, indent=2) + "\n")

@@ -33,6 +33,8 @@ def advice(path: Path, error: OSError) -> str:
     if error.errno in (errno.ENOTDIR, errno.EEXIST):
         return (f"A file stands where a folder of {path} should be: move that file away (or choose another "
                 f"results folder) and rerun")
+    if error.errno == errno.EISDIR:
+        return f"A folder stands where the file {path} should be: move it away and rerun"
     return "Fix the cause above and rerun"
 
 

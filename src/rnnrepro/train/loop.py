@@ -13,9 +13,9 @@ final metrics. This module owns what they share, written and tested once:
   full disk or an unwritable folder stops the cell naming the path and the fix, and never replaces a
   good file with a broken one;
 - the resume checkpoint (rnnrepro.train.checkpoint), written after every validation check and, on
-  SIGTERM (a scheduler's time limit), at the next batch boundary; a killed cell resumes bit for bit on a
-  CPU. A checkpoint written for another config is ignored; one that cannot be read back is moved aside
-  to ``<name>.damaged`` and the cell starts afresh, with a warning naming both files;
+  SIGTERM (a scheduler's time limit) or Ctrl-C, at the next batch boundary; a killed cell resumes bit
+  for bit on a CPU. A checkpoint written for another config is ignored; one that cannot be read back
+  is moved aside to ``<name>.damaged`` and the cell starts afresh, with a warning naming both files;
 - divergence: a loss that is NaN, infinite, or so large that its perplexity overflows a float
   (above ~709.8 nats per prediction, where ``math.exp`` raises) stops the cell, naming it, the epoch and
   batch, and the recipe values to lower;
@@ -28,6 +28,7 @@ from __future__ import annotations
 import copy
 import logging
 import math
+import os
 import signal
 import sys
 import time
@@ -40,10 +41,12 @@ import torch
 from torch import nn
 
 from .. import console, precision
+from ..cells import is_outside_cell
+from ..custom_cells import module_file
 from . import checkpoint
 from .common import HISTORY, provenance, start_run, write_history, write_run_outputs
 from .files import RunFolderError
-from .progress_file import ProgressFile, another_trainer
+from .progress_file import ProgressFile, another_trainer, hold_lock
 
 LOGGER = logging.getLogger(__name__)
 
@@ -56,7 +59,11 @@ class TrainingDiverged(RuntimeError):
 
 
 class TrainingInterrupted(RuntimeError):
-    """SIGTERM arrived; a resume checkpoint was written."""
+    """SIGTERM or Ctrl-C (SIGINT) arrived; a resume checkpoint was written. ``by`` names the signal."""
+
+    def __init__(self, message: str, by: str = "SIGTERM"):
+        super().__init__(message)
+        self.by = by
 
 
 def perplexity(loss: float) -> float:
@@ -150,21 +157,29 @@ class Task(Protocol):
 
 
 class StopFlag:
-    """Set by SIGTERM (a SLURM time limit or preemption) while installed; checked between batches."""
+    """Set by SIGTERM (a SLURM time limit or preemption) or Ctrl-C (SIGINT) while installed; checked
+    between batches, where the loop writes a resume checkpoint and stops. A second Ctrl-C does not wait
+    for the batch: it raises KeyboardInterrupt at once."""
+
+    NAMES = {signal.SIGTERM: "SIGTERM", signal.SIGINT: "Ctrl-C"}
 
     def __init__(self):
         self.requested = False
-        self._previous = None
+        self.by = ""
+        self._previous = {}
 
     def _handle(self, signum, frame) -> None:
-        self.requested = True
+        if self.requested and signum == signal.SIGINT:
+            raise KeyboardInterrupt
+        self.requested, self.by = True, self.by or self.NAMES[signum]
 
     def __enter__(self) -> StopFlag:
-        self._previous = signal.signal(signal.SIGTERM, self._handle)
+        self._previous = {signum: signal.signal(signum, self._handle) for signum in self.NAMES}
         return self
 
     def __exit__(self, *exc) -> None:
-        signal.signal(signal.SIGTERM, self._previous)
+        for signum, handler in self._previous.items():
+            signal.signal(signum, handler)
 
 
 def cell_name(cfg: dict) -> str:
@@ -209,10 +224,14 @@ class TrainingLoop:
 
     def diverged(self, batch: int, problem: str) -> TrainingDiverged:
         c = self.cfg
+        cell = c["architecture"]["cell"]
+        own = "" if not is_outside_cell(cell) else (
+            f" Model {c['model']!r} is a cell of your own ({cell}, {module_file(cell) or 'its module'}): if it gives "
+            f"NaN or infinite outputs, states or gradients, fix it there; the recipe is the baseline's.")
         return TrainingDiverged(
             f"{self.where(batch)}: {problem} (lr {c['recipe']['lr']}). The last good resume checkpoint is kept "
             f"in {self.ckpt_dir}. Lower {self.task.advice} of recipe {c['recipe_name']!r} in "
-            f"config/studies/{c['study']}.yaml and rerun (a changed config starts the cell afresh).")
+            f"config/studies/{c['study']}.yaml and rerun (a changed config starts the cell afresh).{own}")
 
     # ---- checkpointing -------------------------------------------------------------------
     def save(self) -> None:
@@ -345,8 +364,8 @@ class TrainingLoop:
                 elif stop.requested:
                     self.save()
                 if stop.requested:
-                    raise TrainingInterrupted(f"{self.where(p.batch)}: stopped by SIGTERM; resume checkpoint "
-                                              f"written to {self.ckpt_dir}")
+                    raise TrainingInterrupted(f"{self.where(p.batch)}: stopped by {stop.by}; resume checkpoint "
+                                              f"written to {self.ckpt_dir}", by=stop.by)
                 if p.finished:
                     return
         finally:
@@ -398,12 +417,13 @@ def run_cell(run_dir: Path, cfg: dict, device: torch.device, make_task) -> dict:
     is set). progress.json says how it went, whatever happens; the exception, if any, goes on to the
     caller."""
     if (other := another_trainer(run_dir)) is not None:
-        raise RunFolderError(f"{run_dir}: another process on this machine is training this cell ({other}), "
-                             "for one left running by a Snakemake or `records grow` that was killed; wait for it "
-                             "to end (`python -m rnnrepro.status`) or stop it, then run the target again")
+        raise another_process(run_dir, other)
+    start_run(run_dir, cfg)  # config.json first
+    lock = hold_lock(run_dir)  # held until this process ends
+    if lock is None:
+        raise another_process(run_dir, another_trainer(run_dir) or "it has just started")
     record = ProgressFile(run_dir, cell_name(cfg), snapshot=dict)  # the loop's snapshot once there is one
     try:
-        start_run(run_dir, cfg)  # config.json first
         record.start()
         task = make_task(cfg, run_dir, device)
         loop = TrainingLoop(cfg, task, run_dir, device, record)
@@ -411,15 +431,24 @@ def run_cell(run_dir: Path, cfg: dict, device: torch.device, make_task) -> dict:
             loop.start_afresh()
         loop.fit()
         metrics = loop.finish()
-    except TrainingInterrupted:
-        record.end("interrupted", stopped_by="SIGTERM (a resume checkpoint was written)")
+    except TrainingInterrupted as e:
+        record.end("interrupted", stopped_by=f"{e.by} (a resume checkpoint was written)")
         raise
     except KeyboardInterrupt:
-        record.end("interrupted", stopped_by="Ctrl-C (a rerun resumes from the last validation check)")
+        record.end("interrupted", stopped_by="Ctrl-C (a rerun resumes from the last checkpoint)")
         raise
     except Exception as e:
         record.end("failed", error=f"{type(e).__name__}: {e}")
         raise
-    record.end("done")
+    else:
+        record.end("done")
+    finally:
+        os.close(lock)
     LOGGER.info(f"done: {task.summary(metrics)}, {metrics['params']:,} params, {metrics['wall_seconds']:.0f}s")
     return metrics
+
+
+def another_process(run_dir: Path, who: str) -> RunFolderError:
+    return RunFolderError(f"{run_dir}: another process on this machine is training this cell ({who}), for one "
+                          "left running by a Snakemake or `records grow` that was killed; wait for it to end "
+                          "(`python -m rnnrepro.status`) or stop it, then run the target again")

@@ -23,10 +23,17 @@ Keys:
   started_at, updated_at     this attempt's start and the last write (ISO 8601, UTC)
   error            when failed: the error
   stopped_by       when interrupted: what stopped it (SIGTERM, Ctrl-C)
+
+Beside it, ``trainer.lock``: the trainer holds an exclusive ``flock`` on it for as long as it runs, and
+the kernel lets go of it when the process ends in any way (SIGKILL included). :func:`another_trainer`
+asks it (and, for a folder without one, the record's process and heartbeat) before anything touches the
+cell: the trainer before it starts, and the workflow when it plans the cell's jobs, before Snakemake
+removes a job's outputs.
 """
 
 from __future__ import annotations
 
+import fcntl
 import json
 import logging
 import os
@@ -36,9 +43,10 @@ from collections.abc import Callable
 from datetime import datetime, timezone
 from pathlib import Path
 
-from .files import RunFolderError, write_text_atomic
+from .files import RunFolderError, advice, write_text_atomic
 
 NAME = "progress.json"
+LOCK = "trainer.lock"
 STATES = ("running", "interrupted", "failed", "done")
 HEARTBEAT_SECONDS = 30
 LOGGER = logging.getLogger(__name__)
@@ -83,10 +91,51 @@ def process_exists(pid: int) -> bool:
     return True
 
 
+def hold_lock(run_dir: Path) -> int | None:
+    """Take the cell's trainer.lock for this process: its open descriptor (the lock lasts until it is
+    closed or the process ends), or None when another process holds it."""
+    path = Path(run_dir) / LOCK
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    except OSError as e:
+        raise RunFolderError(f"cannot write {path}: {e.strerror or e}. {advice(path, e)}.") from None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        return None
+    os.ftruncate(fd, 0)  # who holds it, for another_trainer's message
+    os.write(fd, f"pid {os.getpid()}, started {now_iso()}\n".encode())
+    return fd
+
+
+def _lock_holder(path: Path) -> str | None:
+    """Who holds the lock file ``path`` ("pid N, started T"; "" when it is free; None when there is no
+    such file)."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except FileNotFoundError:
+        return None
+    except OSError:
+        return ""
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)  # a free lock is taken and given back at once
+        return ""
+    except BlockingIOError:
+        return os.read(fd, 200).decode(errors="replace").strip() or "a process"
+    finally:
+        os.close(fd)
+
+
 def another_trainer(run_dir: Path, stale_seconds: float = 4 * HEARTBEAT_SECONDS) -> str | None:
-    """Who else trains this cell now: a live process on this machine whose progress.json says running and
-    whose heartbeat is fresh (None when there is none). Two trainers of one cell write the same checkpoint
-    and outputs, and the Snakemake that sees its job fail deletes what the other wrote."""
+    """Who else trains this cell now (None when nobody does): the process that holds its trainer.lock,
+    else a live process on this machine whose progress.json says running and whose heartbeat is fresh
+    (a trainer of a version without the lock, or one whose lock file was deleted under it). Two trainers
+    of one cell write the same checkpoint and outputs, and the Snakemake that sees its job fail deletes
+    what the other wrote."""
+    holder = _lock_holder(Path(run_dir) / LOCK)
+    if holder:
+        return holder
     try:
         record = read(run_dir)
     except (DamagedProgressFile, OSError):  # unreadable, or no folder there: the cell's own errors say so
