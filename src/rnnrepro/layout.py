@@ -21,7 +21,9 @@ DEFAULT_BUDGET = "paper"
 SMOKE = "smoke"
 # What the default budget keeps directly in results/ and logs/ (and the shared data logs): no other
 # budget may take one of these names, or its tree would be the default budget's folder.
-RESULTS_PARTS = ("runs", "tables", "figures", "notebooks", "speed", "report.html", ".records.json")
+# A budget's results page (rnnrepro.results_page), at the top of its results tree.
+RESULTS_PAGE = "index.html"
+RESULTS_PARTS = ("runs", "tables", "figures", "notebooks", "speed", "report.html", RESULTS_PAGE, ".records.json")
 LOGS_PARTS = ("train", "evaluate", "notebooks", "speed", "grow", "data")
 RESERVED_NAMES = frozenset(RESULTS_PARTS + LOGS_PARTS)
 # Written by `records render` beside the budgets' trees: every budget's verdicts side by side.
