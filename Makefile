@@ -1,5 +1,6 @@
 # The README's two commands:
-#   make smoke   set up .venv, run the whole pipeline on the smoke budget (CPU minutes), write results/smoke/report.html
+#   make smoke   set up .venv, run the whole pipeline on the smoke budget (CPU minutes), write its results
+#                page results/smoke/index.html and the workflow's report results/smoke/report.html
 #   make test    set up .venv and run the test suite
 # Everything is installed from requirements.txt (exact pins) into .venv.
 #   make clean                 remove the smoke budget's results, logs and synthetic corpora, naming them
@@ -33,10 +34,12 @@ $(STAMP): requirements.txt pyproject.toml
 	"$(BIN)/python" -m pip install --disable-pip-version-check -q --no-deps -e .
 	touch "$@"
 
-# Then the Snakemake report of that run: every table and figure with its caption, in one HTML file.
+# `all` ends with the results page (results/smoke/index.html); then the Snakemake report of that run,
+# the workflow's view, its first page pointing at the results page.
 smoke: $(STAMP)
 	"$(BIN)/snakemake" --profile profiles/smoke all
 	"$(BIN)/snakemake" --profile profiles/smoke --report results/smoke/report.html all
+	@echo "[rnnrepro] the results page: results/smoke/index.html"
 
 # A cell of your own beside the baselines (docs/custom_cells.md): the minimal gated unit of
 # examples/mgu.py in PRU Table 1 and the LRU accuracy comparison, on the smoke budget (CPU minutes).

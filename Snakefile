@@ -2,6 +2,7 @@
 #   snakemake --cores 8 --use-conda all               every table and figure (budget from config: paper)
 #   snakemake --cores 8 results/tables/pru_table1.csv   one artifact (paper: results/; other budgets: results/<budget>/)
 #   snakemake --profile profiles/smoke all              the CPU smoke run (what `make smoke` runs)
+# Every run of `all` ends with the budget's results page, results/<budget>/index.html (results/index.html at paper).
 from snakemake.utils import min_version
 
 min_version("9.0")
@@ -24,12 +25,14 @@ include: "workflow/rules/train.smk"
 include: "workflow/rules/evaluate.smk"
 include: "workflow/rules/speed.smk"
 include: "workflow/rules/analysis.smk"
+include: "workflow/rules/page.smk"
 
 
 rule all:
     default_target: True
     input:
         all_artifacts(),
+        rules.results_page.output,
 
 
 # The targets asked for, checked against every budget's outputs before Snakemake plans (common.smk).

@@ -12,7 +12,8 @@
 # # LRN, Table 6: language-model perplexity of LSTM, GRU, ATR, SRU and LRN on PTB and WikiText-2
 #
 # Zhang & Sennrich, ACL 2019, in the authors' recipe (AWD-LSTM with a 15-expert mixture-of-softmaxes
-# head; `config/studies/lrn.yaml`). One row per dataset, model and stage: `base` (the checkpoint the
+# head; `config/studies/lrn.yaml`). One row per dataset, model and stage (mean and standard deviation
+# over seeds, each seed's value in `<value>_samples`): `base` (the checkpoint the
 # finetuned cell started from), `finetune`, `dynamic` (dynamic evaluation of the finetuned weights, as
 # in the paper). Perplexities are the best-validation checkpoint on the validation and test streams
 # (`eval_batch_size` in each run's metrics); `paper_test_ppl` is the paper's Table 6 (it gives no
@@ -30,7 +31,7 @@ tables = ["results/tables/lrn_lm.csv"]
 figures = ["results/figures/lrn_lm.png"]
 
 # %%
-from rnnrepro.analysis.lrn import capped_stages, lm_table
+from rnnrepro.analysis.lrn import capped_stages, lm_summary, lm_table
 from rnnrepro.analysis.notebook import save, save_figure
 from rnnrepro.configuration import load_study
 from rnnrepro.evaluation.results import read_evaluations
@@ -38,11 +39,13 @@ from rnnrepro.evaluation.results import read_evaluations
 study_config = load_study(study)
 evaluations = study_config["artifacts"][artifact].get("evaluations", [])
 dynamic = read_evaluations(metrics_files, "dynamic_eval") if "dynamic_eval" in evaluations else None
-table = lm_table(metrics_files, dynamic, study_config, artifact)
+table = lm_table(metrics_files, dynamic, study_config, artifact)  # one row per seed: the figure's points
 # (a budget may score dynamic evaluation on the test split only; every other stage has validation)
 assert table.loc[table["stage"] != "dynamic", "val_ppl"].notna().all(), "a cell has no validation perplexity"
-save(table, tables[0], complete=["test_ppl"])
-table[["dataset", "model", "stage", "head", "weight_drop", "params", "val_ppl", "test_ppl", "paper_test_ppl"]]
+summary = lm_summary(table)
+save(summary, tables[0], complete=["test_ppl"])
+summary[["dataset", "model", "stage", "head", "weight_drop", "params", "val_ppl", "test_ppl", "test_ppl_std", "seeds",
+         "paper_test_ppl"]]
 
 # %% [markdown]
 # Test perplexity of each model after each stage (base, finetuned, dynamic evaluation). Left: ours,

@@ -768,7 +768,8 @@ def write_toy_run(root: Path, model: str, seed: int, losses: list[float], cap: i
     """A hand-written run folder of the toy study's cpu grid (FIXTURE numbers, no training)."""
     folder = root / "runs" / grid.Cell("toy", "ptb", model, 100, seed, "cpu").key
     folder.mkdir(parents=True)
-    (folder / "config.json").write_text(json.dumps({"recipe": {"epochs": cap}}))
+    # a recipe that stops by itself: at its cap, the cap stopped it (run_endings.stopped_by_epoch_cap)
+    (folder / "config.json").write_text(json.dumps({"recipe": {"epochs": cap, "early_stopping": {"patience": 6}}}))
     (folder / "metrics.json").write_text(json.dumps({"model": model, "dataset": "ptb", "seed": seed,
                                                      "params": 5000 if model == "a" else 7000}))
     pd.DataFrame({"epoch": range(1, len(losses) + 1), "val_loss": losses}).to_csv(folder / "history.csv", index=False)

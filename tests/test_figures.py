@@ -12,7 +12,7 @@ import pandas as pd  # noqa: E402
 import pytest  # noqa: E402
 
 from rnnrepro.analysis import plotting, pru  # noqa: E402
-from rnnrepro.analysis.results import stopped_by_epoch_cap  # noqa: E402
+from rnnrepro.analysis.run_endings import stopped_by_epoch_cap  # noqa: E402
 from rnnrepro.configuration import load_study  # noqa: E402
 
 # three seeds per model, each run of its own length, as early stopping leaves them
@@ -85,7 +85,7 @@ def test_models_are_named_in_words(study, models, names):
     ({"epochs": 6}, 6, False),                                           # no rule of its own
 ])
 def test_a_run_is_capped_when_its_epoch_cap_stopped_it_before_its_own_rule(recipe, epochs, capped):
-    assert stopped_by_epoch_cap({"epochs": epochs}, {"recipe": recipe}) is capped
+    assert stopped_by_epoch_cap(recipe, epochs) is capped
 
 
 def test_rows_against_the_baseline_put_ours_and_the_papers_on_one_scale():

@@ -24,8 +24,10 @@ SMOKE = "smoke"
 # Precisions whose cells differ from fp32's and so have run folders of their own, runs-<precision>/
 # (rnnrepro.precision; a test keeps the two lists together).
 OTHER_PRECISIONS = ("tf32", "bf16")
+# A budget's results page (rnnrepro.results_page), at the top of its results tree.
+RESULTS_PAGE = "index.html"
 RESULTS_PARTS = ("runs", *(f"runs-{name}" for name in OTHER_PRECISIONS), "tables", "figures", "notebooks", "speed",
-                 "report.html", ".records.json")
+                 "report.html", RESULTS_PAGE, ".records.json")
 LOGS_PARTS = ("train", "evaluate", "notebooks", "speed", "grow", "data")
 RESERVED_NAMES = frozenset(RESULTS_PARTS + LOGS_PARTS)
 # Written by `records render` beside the budgets' trees: every budget's verdicts side by side.

@@ -3,7 +3,7 @@ and rendered into every table, figure and the claims scorecard on any machine wi
 
     python -m rnnrepro.records grow --budget cpu --minutes 120 --config data_mirror=DIR [--commit]
     python -m rnnrepro.records list --budget cpu          # recorded, stale and missing units
-    python -m rnnrepro.records render --budget cpu        # records/cpu -> results/cpu/tables, figures
+    python -m rnnrepro.records render --budget cpu        # records/cpu -> results/cpu/tables, figures, index.html
     python -m rnnrepro.records pack --budget cpu          # results/cpu/runs -> records/cpu/runs
 
 Layout: ``records/<budget>/`` mirrors the budget's results tree (``results/<budget>/``, rnnrepro.grid):
@@ -36,13 +36,14 @@ saying so.
 
 ``render`` copies a budget's records into its results tree and runs each artifact's notebook through
 papermill with exactly the parameters the Snakemake rule gives it (rnnrepro.analysis.run_notebook), then
-the scorecard notebook. It runs notebooks directly rather than Snakemake: records have no data and no
-weights, and Snakemake would plan to download, preprocess and retrain what a record's inputs lack. An
-artifact is rendered when every cell of its grid at that budget is recorded and current, with every
-evaluation output and speed result it reads; otherwise the scorecard gives the reason. Artifacts that
-need a cell's weights (``model.pt``) cannot be rendered from records. Files an earlier render restored
-are listed in ``<results tree>/.records.json`` so the next render refreshes them; a file that differs
-from its record and was not restored by a render (a run of this machine) is never overwritten.
+the scorecard notebook, then writes the budget's results page (rnnrepro.results_page). It runs notebooks
+directly rather than Snakemake: records have no data and no weights, and Snakemake would plan to
+download, preprocess and retrain what a record's inputs lack. An artifact is rendered when every cell of
+its grid at that budget is recorded and current, with every evaluation output and speed result it reads;
+otherwise the scorecard gives the reason. Artifacts that need a cell's weights (``model.pt``) cannot be
+rendered from records. Files an earlier render restored are listed in ``<results tree>/.records.json`` so
+the next render refreshes them; a file that differs from its record and was not restored by a render (a
+run of this machine) is never overwritten.
 """
 
 from __future__ import annotations
@@ -64,7 +65,7 @@ import threading
 import time
 from pathlib import Path
 
-from . import console, grid, layout
+from . import console, grid, layout, results_page
 from .analysis.claims import is_synthetic
 from .analysis.claims import outputs as claims_outputs
 from .analysis.run_files import config_differences, finite_problems
@@ -447,8 +448,11 @@ def render(budget: str, records: Path = RECORDS, config_file: Path = Path("confi
     run(Path("notebooks/claims.py"), Path(f"{root}/notebooks/claims.ipynb"), scorecard, kernel=kernel)
     claims.state, claims.seconds = "rendered", time.monotonic() - begun
     say_rendered(budget, claims)
+    page = results_page.build(scorecard["run_config"], {item.key: item.state.removeprefix("not rendered: ")
+                                                        for item in plan if item.state != "rendered"})
     print(f"[rnnrepro] {budget}: {render_summary(plan)}, in {time.monotonic() - started:.0f} s; tables, figures "
-          f"and the scorecard ({root}/tables/claims.csv) are in {root}/", flush=True)
+          f"and the scorecard ({root}/tables/claims.csv) are in {root}/; read them on the results page: {page}",
+          flush=True)
     return {**{item.key: item.state for item in plan}, "claims": claims.state}
 
 
@@ -767,7 +771,8 @@ def grow(args: argparse.Namespace) -> int:
     pending = [u for u in selected(units(studies, config), args.unit) if u.problems(studies, config, args.records)]
     grower = Grower(args.budget, pending, studies, config, args)
     grower.say(f"budget {args.budget}: {len(pending)} units to record (studies {', '.join(studies)}), "
-               f"{args.jobs} at a time x {args.threads} threads, for at most {args.minutes:g} minutes")
+               f"{args.jobs} at a time x {args.threads} thread{'' if args.threads == 1 else 's'}, for at most "
+               f"{args.minutes:g} minutes")
     if not pending or not grower.prepare_data():
         return 0 if not pending else 1
     grower.run()

@@ -79,8 +79,10 @@ def _added_cell_lines(study: dict, artifact: str) -> list[str]:
             f"{', '.join(added)}.", ""]
 
 
-def artifact_caption(study: dict, config: dict, artifact: str, root: Path) -> str:
-    """The caption of an artifact's tables and figures (see the module docstring), as reStructuredText."""
+def artifact_caption_markdown(study: dict, config: dict, artifact: str, root: Path) -> str:
+    """The caption of an artifact's tables and figures (see the module docstring), as Markdown: the
+    results page (rnnrepro.results_page) shows it as it is, the Snakemake report through
+    :func:`artifact_caption`."""
     spec = study["artifacts"][artifact]
     title, description = notebook_header(root / spec["notebook"])
     budget = config["budget"]
@@ -108,7 +110,12 @@ def artifact_caption(study: dict, config: dict, artifact: str, root: Path) -> st
         f"Made by `{spec['notebook']}` (executed copy: "
         f"`{grid.results_dir(budget)}/notebooks/{study['study']}_{artifact}.ipynb`).",
     ]
-    return as_rst("\n".join(lines) + "\n")
+    return "\n".join(lines) + "\n"
+
+
+def artifact_caption(study: dict, config: dict, artifact: str, root: Path) -> str:
+    """The caption of an artifact's tables and figures, as reStructuredText (the Snakemake report's)."""
+    return as_rst(artifact_caption_markdown(study, config, artifact, root))
 
 
 def claims_caption(config: dict, studies: dict[str, dict], root: Path) -> str:

@@ -39,7 +39,7 @@ class Output:
 
 def budget_outputs(studies: dict, budget: str) -> list[Output]:
     """The tables, figures, executed notebooks and speed results the budget's rules make, with the
-    scorecard's (``claims``)."""
+    scorecard's (``claims``) and the results page (``results_page``)."""
     config = {"budget": budget}
     root = grid.results_dir(budget)
     found = []
@@ -54,6 +54,7 @@ def budget_outputs(studies: dict, budget: str) -> list[Output]:
     if any(grid.artifacts(study, config) for study in studies.values()):
         found += [Output(f"{root}/{kind}/claims.{ext}", "", "claims")
                   for kind, ext in (("tables", "csv"), ("figures", "png"), ("notebooks", "ipynb"))]
+        found.append(Output(f"{root}/{layout.RESULTS_PAGE}", "", "results_page"))
     return list(dict.fromkeys(found))
 
 
@@ -210,7 +211,7 @@ def training_cells(studies: dict, config: dict, targets: list[str]) -> list[grid
         output = outputs.get(path)
         runs = grid.runs_dir(config["budget"], config.get("precision", "fp32"))
         run = RUN_PATH.fullmatch("runs/" + path[len(runs) + 1:]) if path.startswith(f"{runs}/") else None
-        if path in ("all", "claims") or (output and not output.study):
+        if path in ("all", "claims", "results_page") or (output and not output.study):
             wanted += every
         elif output:
             wanted.append((output.study, output.artifact))

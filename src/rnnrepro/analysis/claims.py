@@ -73,7 +73,8 @@ ROW_COUNTS = {"less_than": 2, "greater_than": 2, "increasing": None, "decreasing
 SYMBOLS = {"less_than": "<", "greater_than": ">", "increasing": "<", "decreasing": ">"}
 OTHER_SCALE_COLUMNS = ["other_scale", "other_scale_verdict", "other_scale_difference", "other_scale_interval",
                        "other_scale_flags", "other_scale_params"]
-COLUMNS = ["study", "claim", "statement", "source", "table", "value", "paper", "ours", "verdict", "reason",
+# the verdict beside the claim's id, then what it rests on
+COLUMNS = ["study", "claim", "verdict", "statement", "source", "table", "value", "paper", "ours", "reason",
            "difference", "paper_difference", "interval", "interval_method", "flags", "flag_notes", "spread",
            "samples", "params", "paper_params", "scale", "paper_check", "budget", "data", "seeds",
            *OTHER_SCALE_COLUMNS]
@@ -587,7 +588,7 @@ def evaluate_case(study: dict, config: dict, table: pd.DataFrame, case: Case,
            "ours": _describe(case, [math.nan if v is None else v for v in ours]),
            "difference": "", "paper_difference": "", "interval": "", "interval_method": "", "flags": "",
            "flag_notes": "", "spread": math.nan, "samples": "", "params": math.nan, "paper_params": math.nan,
-           "scale": scale(study, config, table, case),
+           "scale": scale(study, config, case, table),
            "paper_check": _paper_check(kind, found), "pairs": []}
 
     def verdict(v: str, reason: str) -> dict:
@@ -689,41 +690,66 @@ def _widths_and_params(study: dict, config: dict, model: str, dataset: str) -> t
     return arch["hidden_size"], arch["param_budget"]
 
 
-def scale(study: dict, config: dict, table: pd.DataFrame, case: Case) -> str:
-    """How big the models behind a case's rows are against the paper's: their width (and, for models
-    sized to a parameter budget or tables with the paper's parameter count, their parameters) as a
-    multiple of the paper's. Empty where the rows are not models of the study."""
-    if "model" not in table.columns:
-        return ""
-    matched = table.loc[pd.concat([_matches(table, row) for row in case.rows], axis=1).any(axis=1)]
-    models = [m for m in dict.fromkeys(matched["model"].astype(str)) if m in study.get("models", {})]
-    dataset = case.per.get("dataset") or (str(matched["dataset"].iloc[0]) if "dataset" in matched and len(matched)
-                                          else None)
-    if not models or dataset is None or dataset == "all":
-        return ""
+#: the scale of a claim decided from exact parameter counts: the paper's own models, never trained
+COUNTED_SCALE = "paper size (exact counts)"
+
+
+def scale(study: dict, config: dict, case: Case, table: pd.DataFrame | None = None) -> str:
+    """How big the models behind a case's rows are at this budget against the paper's: their width
+    (and, for models sized to a parameter budget or tables with the paper's parameter count, their
+    parameters) as a multiple of the paper's; "paper size" where they are the paper's, COUNTED_SCALE for
+    a claim on exact counts. The models are those the rows name (or, where they name none, the ones
+    ``table`` matches, else the artifact's), on the dataset the case names (else every dataset of the
+    artifact). Known without training, so a claim not tested has one too; empty only where the rows
+    are no models of the study."""
+    if _provenance(study, config, case)[0] == COUNTED:
+        return COUNTED_SCALE
+    spec = study["artifacts"][_artifact_of(study, case.claim["table"])]
+    named = [str(row["model"]) for row in case.rows if isinstance(row.get("model"), str)]
+    matched = pd.DataFrame()
+    if table is not None and "model" in table.columns and all(c in table.columns for row in case.rows for c in row):
+        matched = table.loc[pd.concat([_matches(table, row) for row in case.rows], axis=1).any(axis=1)]
+    if not named and len(matched):
+        named = list(matched["model"].astype(str))
+    models = [m for m in dict.fromkeys(named or spec.get("models", [])) if m in study.get("models", {})]
+    dataset = case.per.get("dataset") or next((r["dataset"] for r in case.rows if isinstance(r.get("dataset"), str)),
+                                              None)
+    datasets = [dataset] if dataset not in (None, "all") else list(spec.get("datasets", []))
     paper = {**config, "budget": "paper"}
-    try:
-        widths, params = [], []
-        for model in models:
-            (ours_w, ours_p), (paper_w, paper_p) = (_widths_and_params(study, c, model, dataset) for c in (config, paper))
-            widths.append(ours_w / paper_w)
+    shapes = config
+    if spec.get("speed"):  # a speed benchmark times its own block's models (the `speed` rule), maybe at the paper's widths
+        speed = {**study.get("speed", {}), **grid.budget_of(study, config).get("speed", {})}
+        shapes = paper if speed.get("widths") == "paper" else config
+        datasets = [speed.get("dataset", dataset)]
+    widths, params = [], []
+    for model in models:
+        for name in datasets:
+            try:
+                (ours_w, ours_p), (paper_w, paper_p) = (_widths_and_params(study, c, model, name) for c in (shapes, paper))
+            except (ConfigError, KeyError, ValueError):
+                continue
+            if isinstance(ours_w, int) and isinstance(paper_w, int) and paper_w:
+                widths.append(ours_w / paper_w)
             if ours_p and paper_p:
                 params.append(ours_p / paper_p)
-        if not params and {"params", "paper_params_m"} <= set(matched.columns):
-            params = list((matched["params"] / (matched["paper_params_m"] * 1e6)).dropna())
-    except (ConfigError, KeyError, ZeroDivisionError):
+    if not params and {"params", "paper_params_m"} <= set(matched.columns):
+        params = list((matched["params"] / (matched["paper_params_m"] * 1e6)).dropna())
+    if not widths and not params:
         return ""
     if all(abs(w - 1) < 1e-9 for w in widths) and all(abs(p - 1) < 0.05 for p in params):
         return "paper size"
     span = lambda xs: f"x{min(xs):.2g}" if max(xs) - min(xs) < 0.005 else f"x{min(xs):.2g}-{max(xs):.2g}"
-    return f"width {span(widths)}" + (f", params {span(params)}" if params else "")
+    parts = ([f"width {span(widths)}"] if widths else []) + ([f"params {span(params)}"] if params else [])
+    return ", ".join(parts)
 
 
-def _untested_row(study: dict, claim: dict, case: Case, budget: str, reason: str, data: str = "",
+def _untested_row(study: dict, claim: dict, case: Case, config: dict, reason: str, data: str = "",
                   seeds: str = "") -> dict:
-    """A scorecard row with no numbers: not tested, for this reason."""
+    """A scorecard row with no numbers: not tested, for this reason (its scale all the same)."""
     blank = {column: "" for column in COLUMNS}
+    budget = config["budget"]
     return {**blank, "study": study["study"], "claim": case.id, "statement": claim["statement"],
+            "scale": scale(study, config, case),
             "source": claim["source"], "table": claim["table"], "value": claim["value"], "verdict": NOT_TESTED,
             "reason": reason, "spread": math.nan, "params": math.nan, "paper_params": math.nan, "budget": budget,
             "data": data, "seeds": seeds, "pairs": []}
@@ -746,7 +772,7 @@ def evaluate_study(study: dict, config: dict, tables: dict[str, pd.DataFrame],
             later = next((b for b in testable if b != budget), testable[0])
             reason = (f"not testable at this budget ({budget}): its grid leaves out artifact {artifact}; "
                       f"needs budget {later}, {_gpu_hours(study, claim, later)}")
-            rows += [_untested_row(study, claim, case, budget, reason) for case in cases(claim)]
+            rows += [_untested_row(study, claim, case, config, reason) for case in cases(claim)]
             continue
         if claim["table"] in tables:
             rows += [evaluate_case(study, config, tables[claim["table"]], case, runs) for case in cases(claim)]
@@ -756,7 +782,7 @@ def evaluate_study(study: dict, config: dict, tables: dict[str, pd.DataFrame],
             data, seeds = _provenance(study, config, case)
             reason = (f"synthetic data {data.removeprefix('synthetic ')}" if data.startswith("synthetic")
                       else (unrendered or {}).get(claim["table"], f"table {claim['table']} was not built"))
-            rows.append(_untested_row(study, claim, case, budget, reason, data, seeds))
+            rows.append(_untested_row(study, claim, case, config, reason, data, seeds))
     return rows
 
 

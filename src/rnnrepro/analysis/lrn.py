@@ -1,9 +1,11 @@
 """The `lrn` study's analyses: the LM table, the speed benchmark and the unfolded LRN.
 
 - :func:`lm_table` joins each finetuned cell's metrics, its base cell's metrics (the checkpoint it was
-  finetuned from, named in its ``config.json``) and its dynamic evaluation into one row per dataset and
-  model: validation and test perplexity for Base, +Finetune, +Dynamic, the paper's test perplexities
-  beside them (Table 6 of the paper, also in the authors' lm/README.md, github.com/bzhangGo/lrn).
+  finetuned from, named in its ``config.json``) and its dynamic evaluation into one row per dataset,
+  model, stage and seed: validation and test perplexity for Base, +Finetune, +Dynamic, the paper's test
+  perplexities beside them (Table 6 of the paper, also in the authors' lm/README.md,
+  github.com/bzhangGo/lrn); :func:`lm_summary` makes it the published table, one row per dataset, model
+  and stage over its seeds.
 - :func:`measure_speed` (``python -m rnnrepro.analysis.lrn speed``, run by the ``speed`` rule) times
   one training batch of each model's whole LM and one layer's forward + backward on the device it runs
   on (rnnrepro.timing), logging what it times, how far it is and about how long it should still take;
@@ -27,7 +29,7 @@ import pandas as pd
 
 from .. import console
 from ..cells import implementation
-from .results import paper_values, read_cells
+from .results import paper_values, read_cells, summarise_seeds
 from .run_files import read_run_config
 
 STAGES = ("base", "finetune", "dynamic")
@@ -37,7 +39,7 @@ LOGGER = console.LOGGER.getChild("speed")  # by name: run as `python -m`, this m
 # ---------------------------------------------------------------- the LM table (torch-free)
 
 def lm_table(metrics_files: list[str], dynamic: pd.DataFrame | None, study: dict, artifact: str = "lm") -> pd.DataFrame:
-    """One row per (dataset, model, stage): params, val/test perplexity, the paper's test perplexity.
+    """One row per (dataset, model, stage, seed): params, val/test perplexity, the paper's test perplexity.
 
     Stages: ``base`` (the checkpoint a finetuned cell started from, named by ``init_from`` in its
     config.json), ``finetune`` (the cell itself) and ``dynamic`` (its dynamic evaluation, one row per
@@ -97,9 +99,21 @@ def lm_table(metrics_files: list[str], dynamic: pd.DataFrame | None, study: dict
             .reset_index(drop=True))
 
 
+def lm_summary(table: pd.DataFrame) -> pd.DataFrame:
+    """:func:`lm_table` over seeds, one row per (dataset, model, stage) in its order: the mean, standard
+    deviation and per-seed values (``<value>_samples``, seed order: what the scorecard reads) of the
+    validation and test perplexity and of the epochs trained, and the seed count."""
+    values = ["val_ppl", "test_ppl", "epochs"]
+    keys = [c for c in table.columns if c not in (*values, "seed")]
+    summary = summarise_seeds(table, keys, values)
+    order = ["val_ppl", "val_ppl_std", "test_ppl", "test_ppl_std", "paper_test_ppl", "epochs", "epochs_std", "seeds",
+             "val_ppl_samples", "test_ppl_samples", "epochs_samples"]
+    return summary[[c for c in summary.columns if c not in order] + order]
+
+
 def capped_stages(metrics_files: list[str]) -> dict[tuple, bool]:
     """(dataset, model, stage, seed) -> whether the epoch cap stopped that stage's training run
-    (``results.stopped_by_epoch_cap``): the finetuned cell's for ``finetune``, the cell it was finetuned
+    (``run_endings.stopped_by_epoch_cap``): the finetuned cell's for ``finetune``, the cell it was finetuned
     from for ``base``. Dynamic evaluation trains nothing and is absent."""
     finetuned = read_cells(metrics_files)
     parents = [str(Path(json.loads((Path(path).parent / "config.json").read_text())["init_from"]).parent / "metrics.json")
@@ -167,7 +181,9 @@ def measure_speed(settings: dict, device) -> dict:
     torch.manual_seed(0)
     batch, bptt, vocab = settings["batch_size"], settings["bptt"], settings["vocab_size"]
     warmup, repeats = settings["warmup"], settings["repeats"]
-    where = torch.cuda.get_device_name(device) if device.type == "cuda" else f"cpu, {torch.get_num_threads()} threads"
+    threads = torch.get_num_threads()
+    where = (torch.cuda.get_device_name(device) if device.type == "cuda" else
+             f"cpu, {threads} thread{'' if threads == 1 else 's'}")
     LOGGER.info(f"timing the LM training batch and one layer's forward + backward of {len(settings['models'])} "
                 f"models ({', '.join(settings['models'])}) at batch {batch}, BPTT {bptt}, vocabulary {vocab}, on "
                 f"{where}: {warmup} warm-up calls, then about {repeats} timed calls of each")

@@ -15,6 +15,10 @@ rule passes (``study``, ``artifact``, ``metrics_files``, ``tables``, ``figures``
 A notebook that reads no cells' metrics (evaluation outputs, weights, a benchmark, or nothing trained)
 loads its study with :func:`rnnrepro.configuration.load_study` and reads its own inputs.
 
+Tables are written for a person to read (:func:`rounded`): a number keeps four significant digits, or
+as many as it has up to six (the paper's numbers as printed, sizes in millions), whole numbers are
+written as integers; the per-seed values the scorecard reads (``<value>_samples``) keep full precision.
+
 Importing this module selects matplotlib's non-interactive Agg backend: the notebooks run headless
 (under Snakemake, on a cluster node, in ``records render``) and their figures are the PNG files they
 write, so the executed notebook keeps no copy of them.
@@ -22,6 +26,7 @@ write, so the executed notebook keeps no copy of them.
 
 from __future__ import annotations
 
+import math
 import os
 
 import matplotlib
@@ -33,6 +38,10 @@ from .results import read_cells
 
 matplotlib.use("Agg")  # see the module docstring
 
+#: the significant digits a computed number keeps in a published table
+SIGNIFICANT = 4
+#: a number with at most this many significant digits is kept as it is (a paper's number as printed)
+EXACT = 6
 # the columns that name a row of an artifact table, where it has them (shown when a value is missing)
 ROW_NAMES = ["dataset", "model", "stage", "unit", "method", "fraction", "seed"]
 
@@ -44,8 +53,32 @@ def setup(study: str, metrics_files: list[str]) -> tuple[dict, pd.DataFrame]:
     return load_study(study), read_cells(metrics_files)
 
 
+def readable(value: float) -> float:
+    """``value`` as a table gives it: unchanged where it has at most EXACT significant digits, else
+    rounded to SIGNIFICANT (278.65515706 -> 278.7; 62.42, 2.1497 and 0.559568 stay)."""
+    if not isinstance(value, float) or not math.isfinite(value) or value == 0:
+        return value
+    if float(f"{value:.{EXACT}g}") == value:
+        return value
+    return float(f"{value:.{SIGNIFICANT}g}")
+
+
+def rounded(table: pd.DataFrame) -> pd.DataFrame:
+    """A table with its numbers as a person reads them (:func:`readable`; a column of whole numbers as
+    integers), the ``<value>_samples`` columns (the per-seed values the scorecard reads) as they are."""
+    out = table.copy()
+    for column in out.columns:
+        if str(column).endswith("_samples") or not pd.api.types.is_float_dtype(out[column]):
+            continue
+        values = out[column].map(readable)
+        finite = values.dropna()
+        whole = len(finite) and finite.map(lambda v: math.isfinite(v) and v == int(v)).all()
+        out[column] = values.astype("Int64") if whole and (finite.abs() < 2**53).all() else values
+    return out
+
+
 def save(table: pd.DataFrame, path: str, complete: list[str] = ()) -> None:
-    """Write an artifact table (CSV, no index). Every column in ``complete`` must have a value in every
+    """Write an artifact table (CSV, no index), its numbers :func:`rounded`. Every column in ``complete`` must have a value in every
     row: a missing one means a cell or an evaluation gave no result, and nothing is written."""
     for column in complete:
         empty = table[table[column].isna()]
@@ -55,7 +88,7 @@ def save(table: pd.DataFrame, path: str, complete: list[str] = ()) -> None:
             raise ValueError(f"{os.path.relpath(path)} not written: {len(empty)} of its {len(table)} rows have no "
                              f"{column} (the first: {names}); look at the metrics.json (and evaluation files) "
                              f"of that row's cells")
-    table.to_csv(path, index=False)
+    rounded(table).to_csv(path, index=False)
 
 
 def save_figure(figure: plt.Figure, path: str, dpi: int = 120) -> None:

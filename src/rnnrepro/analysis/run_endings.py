@@ -1,9 +1,9 @@
 """How each training run of a budget ended: at its epoch cap or not, and whether still improving.
 
 The scorecard flags a verdict whose rows rest on runs that did not reach their own convergence
-(docs/claims.md): ``capped`` when a run trained as many epochs as its recipe allows (``recipe.epochs``
-in its config.json), ``still improving`` when its validation loss was still at its lowest at its last
-check. The rate it was improving at is the fall of the validation loss per epoch over the last tenth of
+(docs/claims.md): ``capped`` when its epoch cap stopped a run rather than its own rule
+(:func:`stopped_by_epoch_cap`; the figures mark such runs by the same rule), ``still improving`` when
+its validation loss was still at its lowest at its last check. The rate it was improving at is the fall of the validation loss per epoch over the last tenth of
 its training (from the last check at or before 90 % of the way to the end), given as the share of
 validation perplexity (exp of the loss) lost per epoch: ``0.17`` means 0.17 % an epoch.
 
@@ -26,6 +26,17 @@ COLUMNS = ["study", "artifact", "dataset", "behind", "model", "seed", "epochs", 
            "improving_pct", "params"]
 #: the share of training, counted back from its end, over which the final rate of improvement is measured
 FINAL_SHARE = 0.1
+
+
+def stopped_by_epoch_cap(recipe: dict, epochs: int | None) -> bool:
+    """Whether a run's epoch cap stopped it rather than its own rule: its recipe stops by itself (early
+    stopping, or the non-monotone test of AWD finetuning) yet it trained every epoch the cap allows
+    (``recipe.epochs`` in its config.json), so its numbers are those of a run that had not finished. A
+    fixed schedule (no rule of its own, such as the autocomplete task's passes) is never stopped by its
+    cap: whether it was still improving is the other flag."""
+    stops_itself = bool(recipe.get("early_stopping")) or bool(recipe.get("stop_on_nonmono"))
+    cap = recipe.get("epochs")
+    return stops_itself and cap is not None and epochs is not None and epochs >= cap
 
 
 def improving_pct_per_epoch(history: pd.DataFrame) -> float:
@@ -58,11 +69,12 @@ def run_ending(run_dir: Path) -> dict | None:
     config = json.loads((run_dir / "config.json").read_text())
     history_file = run_dir / "history.csv"
     history = pd.read_csv(history_file) if history_file.exists() else pd.DataFrame()
-    cap = config.get("recipe", {}).get("epochs")
+    recipe = config.get("recipe") or {}
+    cap = recipe.get("epochs")
     epochs = int(history["epoch"].max()) if "epoch" in history and len(history) else metrics.get("epochs")
     improving = improving_pct_per_epoch(history) if {"epoch", "val_loss"} <= set(history.columns) else math.nan
     return {"model": metrics["model"], "dataset": metrics["dataset"], "seed": metrics["seed"], "epochs": epochs,
-            "epoch_cap": cap, "capped": bool(cap is not None and epochs is not None and epochs >= cap),
+            "epoch_cap": cap, "capped": stopped_by_epoch_cap(recipe, epochs),
             "improving_pct": improving, "params": metrics.get("params", math.nan)}
 
 
