@@ -209,15 +209,40 @@ def try_cell(cell: str, options: dict, input_size: int, hidden_size: int) -> str
     return None
 
 
+def uncountable(model: dict) -> str | None:
+    """What of a model rnnrepro.sizing does not count (so no other model can be sized to its parameter
+    count), or None."""
+    if model.get("head", {}).get("type") == "mixture_of_softmaxes":
+        return "a mixture-of-softmaxes head"
+    if "last_hidden_size" in model:
+        return "a last layer of its own width (last_hidden_size)"
+    return None
+
+
+def sizing(entry: dict, like: dict) -> str:
+    """How a cell of your own is sized beside its ``like`` model: ``parameters`` (to its parameter count
+    at every budget, or its parameter budget where it is sized to one), ``width`` (its width, its own
+    parameter count), or the entry's own ``hidden_size`` / ``param_budget``."""
+    for own in ("hidden_size", "param_budget"):
+        if own in entry:
+            return own
+    if entry.get("match", "parameters") == "width" or ("param_budget" not in like and uncountable(like)):
+        return "width"
+    return "parameters"
+
+
 def _model(study: dict, custom: dict, entry: dict) -> dict:
-    """The ``like`` model with the custom cell in it (and the entry's width, if it gives one)."""
-    model = {**copy.deepcopy(study["models"][entry["like"]]), "cell": custom["cell"],
-             "cell_options": copy.deepcopy(custom.get("cell_options", {}))}
-    for width in ("hidden_size", "param_budget"):
-        if width in entry:
-            model.pop("hidden_size", None)
-            model.pop("param_budget", None)
-            model[width] = entry[width]
+    """The ``like`` model with the custom cell in it, sized as :func:`sizing` says."""
+    like = study["models"][entry["like"]]
+    model = {**copy.deepcopy(like), "cell": custom["cell"], "cell_options": copy.deepcopy(custom.get("cell_options", {}))}
+    how = sizing(entry, like)
+    if how in ("hidden_size", "param_budget"):
+        model.pop("hidden_size", None)
+        model.pop("param_budget", None)
+        model[how] = entry[how]
+    elif how == "parameters" and "hidden_size" in like:
+        del model["hidden_size"]
+        model["param_budget_of"] = entry["like"]
     return model
 
 
