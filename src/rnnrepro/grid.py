@@ -239,6 +239,9 @@ def resolve_cell(study: dict, config: dict, cell: Cell) -> dict:
     recipe = merged(
         study["recipes"][recipe_name],
         study.get("dataset_recipes", {}).get(recipe_name, {}).get(dataset, {}),
+        # this model's own changes (a cell of your own that needs another learning rate), which the
+        # budget then scales as it scales the recipe
+        model.get("recipe_changes", {}),
         budget.get("recipe", {}),
         budget.get("recipes", {}).get(recipe_name, {}),
     )

@@ -22,7 +22,7 @@ SMOKE = "smoke"
 # What the default budget keeps directly in results/ and logs/ (and the shared data logs): no other
 # budget may take one of these names, or its tree would be the default budget's folder.
 RESULTS_PARTS = ("runs", "tables", "figures", "notebooks", "speed", "report.html", ".records.json")
-LOGS_PARTS = ("train", "evaluate", "notebooks", "speed", "grow", "data")
+LOGS_PARTS = ("train", "evaluate", "restore", "notebooks", "speed", "report", "grow", "data")
 RESERVED_NAMES = frozenset(RESULTS_PARTS + LOGS_PARTS)
 # Written by `records render` beside the budgets' trees: every budget's verdicts side by side.
 # (results/notebooks/ is the default budget's: the executed notebook goes beside them.)

@@ -204,6 +204,45 @@ class Unit:
         return out
 
 
+def record_of(cell: grid.Cell, records: Path = RECORDS) -> Path:
+    """The folder that records a cell (it may not exist)."""
+    return record_dir(records, cell.budget) / "runs" / cell.key
+
+
+class Restorer:
+    """Which cells' records stand in for training them in a Snakemake run (workflow/rules/records.smk):
+    a cell is restored from ``records/<budget>/`` when its whole unit is recorded and current (its
+    record, the records of the cells it is finetuned from, and every evaluation output the budget's
+    artifacts read from it: :meth:`Unit.problems`), this machine has not trained it (no ``model.pt`` in
+    its run folder: a run of this machine is never replaced), and the run needs none of its weights
+    (``weights_needed``: the cells of the targeted artifacts that read ``model.pt``, which records do
+    not keep). Otherwise the cell trains, as it would without records."""
+
+    def __init__(self, studies: dict, config: dict, weights_needed: set[grid.Cell] = frozenset(),
+                 records: Path = RECORDS):
+        self.studies, self.config, self.records = studies, config, records
+        self.weights_needed = set(weights_needed)
+        self.unit_of = {cell: unit for unit in units(studies, config) for cell in unit.cells}
+        self._problems: dict[str, list[str]] = {}
+
+    def problem(self, cell: grid.Cell) -> str | None:
+        """Why the cell is trained rather than restored, or None when its record stands in for it."""
+        if Path(cell.run_dir, "model.pt").exists():
+            return f"{cell.key}: trained on this machine ({cell.run_dir}/model.pt)"
+        unit = self.unit_of.get(cell)
+        if unit is None:  # a run folder asked for by path, outside the budget's artifacts
+            return record_problem(self.studies[cell.study], self.config, cell, self.records)
+        needed = [c for c in unit.cells if c in self.weights_needed]
+        if needed:
+            return f"{cell.key}: the run needs the weights of {needed[0].key}, which records do not keep"
+        if unit.name not in self._problems:
+            self._problems[unit.name] = unit.problems(self.studies, self.config, self.records)
+        found = self._problems[unit.name]
+        if not found:
+            return None
+        return found[0] if found[0].startswith(cell.key) else f"{cell.key}: {found[0]}"
+
+
 def _chain(study: dict, cell: grid.Cell) -> list[grid.Cell]:
     """The cell and the cells it is finetuned from, parents first."""
     chain = [cell]

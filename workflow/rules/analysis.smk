@@ -13,6 +13,8 @@ for _study in STUDIES:
                 notebook=STUDIES[_study]["artifacts"][_artifact]["notebook"],
                 study=f"config/studies/{_study}.yaml",
                 metrics=artifact_metrics(_study, _artifact),
+                # the cells' weights, where the notebook reads them (records keep none)
+                weights=artifact_weights(_study, _artifact),
                 evaluations=artifact_evaluation_files(
                     STUDIES[_study], config, _artifact
                 ),
@@ -38,10 +40,6 @@ for _study in STUDIES:
             params:
                 study=_study,
                 artifact=_artifact,
-                # the report's caption of its tables and figures (workflow/report/caption.rst)
-                caption=artifact_caption(
-                    STUDIES[_study], config, _artifact, Path(workflow.basedir)
-                ),
             shell:
                 "python -m rnnrepro.analysis.run_notebook {input.notebook:q} {output.notebook:q} "
                 "--study {params.study} --artifact {params.artifact} --metrics {input.metrics:q} "
@@ -55,21 +53,26 @@ with config_errors_stop_the_workflow():
         check_claims(STUDIES[_study])
 
 
+CLAIMS_CAPTION = caption_file(
+    "claims", lambda: claims_caption(config, STUDIES, Path(workflow.basedir))
+)
+
+
 rule claims:
     input:
         notebook="notebooks/claims.py",
         studies=[f"config/studies/{study}.yaml" for study in STUDIES],
-        tables=all_tables(),
+        tables=claimed_tables(),
     output:
         table=report(
             f"{RESULTS}/tables/claims.csv",
-            caption="../report/caption.rst",
+            caption=CLAIMS_CAPTION,
             category="Claims scorecard",
             labels={"artifact": "claims", "type": "table", "name": "claims"},
         ),
         figure=report(
             f"{RESULTS}/figures/claims.png",
-            caption="../report/caption.rst",
+            caption=CLAIMS_CAPTION,
             category="Claims scorecard",
             labels={"artifact": "claims", "type": "figure", "name": "claims"},
         ),
@@ -79,7 +82,6 @@ rule claims:
     conda:
         ENV
     params:
-        caption=claims_caption(config, STUDIES, Path(workflow.basedir)),
         run_config=json.dumps(
             {
                 "budget": config["budget"],

@@ -11,7 +11,7 @@ from snakemake.logging import logger
 from snakemake.settings.types import DeploymentMethod
 
 # SRC is on sys.path (config_file.smk): the project's own (torch-free) modules, from this checkout
-from rnnrepro import command_line, grid, targets
+from rnnrepro import command_line, grid, records, targets
 from rnnrepro.configuration import ConfigError, budgets, load_run_config, load_study
 from rnnrepro.custom_cells import check_custom_cells, export as export_custom_cells
 from rnnrepro.report import artifact_caption, claims_caption
@@ -207,11 +207,36 @@ def artifact_outputs(study, artifact):
     }
 
 
+# The report's captions (rnnrepro.report), one file per artifact, written where the command builds a
+# report (`--report`, or Snakemake driven from Python): files, not rule params, so that a dry run does
+# not print them and a changed caption reruns no notebook.
+WRITES_REPORT = command_line.builds_report()
+
+
+def caption_file(name, caption):
+    """The caption file of artifact ``name`` (``caption()`` builds its text), written when a report is built;
+    its text is shown as written (Jinja, which reads caption files, is told to leave it alone)."""
+    path = Path(LOGS, "report", f"{name}.rst").absolute()
+    if WRITES_REPORT and workflow.is_main_process:
+        text = "{% raw %}\n" + caption() + "{% endraw %}\n"
+        if not path.exists() or path.read_text() != text:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            written = path.with_suffix(".rst.tmp")
+            written.write_text(text)
+            written.replace(path)
+    return str(path)
+
+
 def report_output(path, study, artifact, kind):
     """An artifact's table or figure, shown in `snakemake --report` under its study and artifact."""
     return report(
         path,
-        caption="../report/caption.rst",
+        caption=caption_file(
+            f"{study}_{artifact}",
+            lambda: artifact_caption(
+                STUDIES[study], config, artifact, Path(workflow.basedir)
+            ),
+        ),
         category=STUDIES[study]["title"],
         subcategory=artifact,
         labels={"artifact": artifact, "type": kind, "name": Path(path).stem},
@@ -232,13 +257,15 @@ def all_artifacts():
     ]
 
 
-def all_tables():
-    """Every artifact table of every study (the claims scorecard reads them)."""
+def claimed_tables():
+    """Every artifact table a claim of its study reads (the claims scorecard's inputs)."""
     return [
-        table
+        f"{RESULTS}/tables/{table}.csv"
         for study in STUDIES
         for artifact in grid.artifacts(STUDIES[study], config)
-        for table in artifact_outputs(study, artifact)["tables"]
+        for table in targets.claimed(
+            STUDIES[study], STUDIES[study]["artifacts"][artifact]["tables"]
+        )
     ]
 
 
@@ -292,6 +319,69 @@ def train_inputs(wildcards):
     return inputs
 
 
+# Recorded runs that stand in for training (records.smk): asked of each cell the run plans, once.
+RESTORER = (
+    records.Restorer(
+        STUDIES,
+        config,
+        targets.weights_read(STUDIES, config, command_line.requested_targets() or []),
+    )
+    if config["use_records"]
+    else None
+)
+RESTORE_PROBLEMS = {}
+
+
+def restore_problem(cell):
+    """Why the cell trains rather than being restored from its record, or None. A record that exists but
+    cannot be used (stale, damaged, its unit unfinished) is named once, in the main process."""
+    if RESTORER is None:
+        return "use_records is false"
+    if cell not in RESTORE_PROBLEMS:
+        problem = RESTORE_PROBLEMS[cell] = RESTORER.problem(cell)
+        if (
+            problem
+            and workflow.is_main_process
+            and records.record_of(cell).is_dir()
+            and "trained on this machine" not in problem
+        ):
+            logger.warning(
+                f"[rnnrepro] not restored from its record, so it trains: {problem}"
+            )
+    return RESTORE_PROBLEMS[cell]
+
+
+def recorded_cell(wildcards):
+    """The record of a cell, when it stands in for training it (else the rule is not used: it raises)."""
+    cell = cell_of(wildcards)
+    problem = restore_problem(cell)
+    if problem:
+        raise WorkflowError(f"no record restored: {problem}")
+    run = records.record_of(cell)
+    return {name: f"{run}/{name}.{ext}" for name, ext in (("config", "json"), ("history", "csv"), ("metrics", "json"))}
+
+
+def recorded_evaluation(wildcards):
+    """The recorded output of an evaluation of a cell restored from its record."""
+    cell = cell_of(wildcards)
+    problem = restore_problem(cell)
+    record = records.record_of(cell) / f"{wildcards.evaluation}.json"
+    if problem or not record.exists():
+        raise WorkflowError(f"no record restored: {problem or f'{record} not recorded'}")
+    return str(record)
+
+
+def recorded_speed(wildcards):
+    """A study's recorded speed benchmark, unless this machine measured one of its own."""
+    record = records.record_dir(records.RECORDS, config["budget"]) / "speed" / f"{wildcards.study}.json"
+    local = Path(RESULTS, "speed", f"{wildcards.study}.json")
+    if RESTORER is None or not record.exists():
+        raise WorkflowError(f"no record restored: {record} not recorded")
+    if local.exists() and local.read_bytes() != record.read_bytes():
+        raise WorkflowError(f"no record restored: {local} was measured on this machine")
+    return str(record)
+
+
 def cell_config(wildcards):
     return json.dumps(
         grid.resolve_cell(STUDIES[wildcards.study], config, cell_of(wildcards))
@@ -301,6 +391,14 @@ def cell_config(wildcards):
 def artifact_metrics(study, artifact):
     cells = grid.artifact_cells(STUDIES[study], config, artifact)
     return [f"{cell.run_dir}/metrics.json" for cell in cells]
+
+
+def artifact_weights(study, artifact):
+    """The weights of an artifact's cells, where its notebook reads them (``reads_weights``)."""
+    if not STUDIES[study]["artifacts"][artifact].get("reads_weights"):
+        return []
+    cells = grid.artifact_cells(STUDIES[study], config, artifact)
+    return [f"{cell.run_dir}/model.pt" for cell in cells]
 
 
 def evaluation_inputs(wildcards):

@@ -14,7 +14,9 @@ it. Training results are never touched, so a fixed notebook reruns in seconds.
 Every table the notebook writes must have exactly the columns its artifact declares in the study file
 (``artifacts.<artifact>.columns``, which the claims are checked against when the workflow is parsed):
 a table with other columns is an error naming the table and the difference, so the declaration cannot
-drift from what the notebook writes.
+drift from what the notebook writes. Where the artifact has cells of your own (config ``custom_cells``),
+each table with a ``model`` column gets one more, ``footing``, once the notebook has written it: how
+each such cell stands beside its baseline, in words (rnnrepro.custom_cells.add_footing).
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ import papermill
 
 from .. import layout
 from ..configuration import load_study
+from ..custom_cells import add_footing
 from .run_files import check_metrics_files
 
 KERNEL = "python3"  # the kernel of the running environment (ipykernel installs it with the env)
@@ -110,6 +113,8 @@ def run(notebook: Path, output: Path, parameters: dict) -> None:
     if missing:
         raise RuntimeError(f"notebook {notebook} ran but did not write {', '.join(missing)}")
     if "study" in parameters:  # an artifact's notebook (the scorecard's belongs to no study)
+        # where the artifact has cells of your own, how each stands beside its baseline (in words)
+        add_footing(load_study(parameters["study"]), parameters["artifact"], metrics_files, parameters["tables"])
         differences = column_differences(parameters["study"], parameters["artifact"], parameters["tables"])
         if differences:
             raise RuntimeError(f"notebook {notebook} wrote tables whose columns differ from those declared in "
