@@ -59,6 +59,7 @@ from pathlib import Path
 from . import grid, layout
 from .analysis.claims import is_synthetic
 from .configuration import ConfigError, check_budget, load_run_config, load_study, load_yaml, schema_problems
+from .custom_cells import check_custom_cells, export as export_custom_cells
 from .evaluation.plan import artifact_evaluation_files
 from .runtime import GIT_SHA_ENV
 from .train import progress_file
@@ -281,18 +282,27 @@ def units(studies: dict, config: dict) -> list[Unit]:
 
 
 def _load(budget: str, config_file: Path, study_names: list[str] | None = None,
-          settings: dict | None = None) -> tuple[dict, dict]:
-    """The run config (``config_file`` with ``budget`` and the command line's ``settings`` over it) and its
-    studies that define the budget."""
+          settings: dict | None = None, custom_file: Path | None = None) -> tuple[dict, dict]:
+    """The run config (``config_file``, then ``custom_file``'s keys, with ``budget`` and the command line's
+    ``settings`` over it) and its studies that define the budget, with the cells of your own that
+    ``custom_file`` adds (exported, so the notebooks run here see them too)."""
     check_budget(budget)
-    config = load_run_config({**load_yaml(config_file), **(settings or {}), "budget": budget},
-                             source=str(config_file), command_line=settings)
+    source = " merged with ".join(map(str, filter(None, [config_file, custom_file])))
+    config = load_run_config({**load_yaml(config_file), **(load_yaml(custom_file) if custom_file else {}),
+                              **(settings or {}), "budget": budget}, source=source, command_line=settings)
     names = study_names or config["studies"]
     unknown = [n for n in names if n not in config["studies"]]
     if unknown:
         raise ConfigError(f"--study {', '.join(unknown)}: not a study of {config_file} "
                           f"({', '.join(config['studies'])})")
-    return config, grid.studies_with_budget({name: load_study(name) for name in names}, budget)
+    studies = {name: load_study(name, custom_cells={}) for name in names}
+    custom = config["custom_cells"]
+    if custom:
+        check_custom_cells(custom, studies, str(custom_file or config_file))
+        studies = {name: load_study(name, custom_cells=custom, custom_source=str(custom_file or config_file))
+                   for name in names}
+    export_custom_cells(custom, str(custom_file or config_file))
+    return config, grid.studies_with_budget(studies, budget)
 
 
 # ---------------------------------------------------------------- restoring and rendering
@@ -361,12 +371,14 @@ def _artifact_problem(study: dict, config: dict, artifact: str, records: Path) -
     return f"{what}{f' ({stale} stale)' if stale else ''}, e.g. {unusable[0]}"
 
 
-def render(budget: str, records: Path = RECORDS, config_file: Path = Path("config/config.yaml")) -> dict:
-    """Render every artifact whose records are all there and current, then the scorecard. Returns
-    artifact -> status ("rendered", "not rendered: <why>", "failed: <error>")."""
+def render(budget: str, records: Path = RECORDS, config_file: Path = Path("config/config.yaml"),
+           custom_file: Path | None = None) -> dict:
+    """Render every artifact whose records are all there and current, then the scorecard (with the cells
+    of your own of ``custom_file``, where given). Returns artifact -> status ("rendered", "not rendered:
+    <why>", "failed: <error>")."""
     from .analysis.run_notebook import run
 
-    config, studies = _load(budget, config_file)
+    config, studies = _load(budget, config_file, custom_file=custom_file)
     restore(records, budget)
     root = grid.results_dir(budget)
     status, tables, unrendered = {}, [], {}
@@ -456,7 +468,8 @@ class Grower:
 
     def snakemake(self, targets: list[str], threads: int, *extra: str) -> list[str]:
         settings = [f"budget={self.budget}", f"threads={self.args.threads}", *self.args.config]
-        return [sys.executable, "-m", "snakemake", "--cores", str(threads), *extra,
+        custom = ["--configfile", str(self.args.configfile)] if self.args.configfile else []
+        return [sys.executable, "-m", "snakemake", "--cores", str(threads), *extra, *custom,
                 "--config", *settings, "--", *targets]
 
     def data_files(self) -> list[str]:
@@ -658,7 +671,8 @@ def command_line_settings(words: list[str]) -> dict[str, str]:
 
 def grow(args: argparse.Namespace) -> int:
     # every argument is checked here, before any Snakemake run: an error in one is this command's
-    config, studies = _load(args.budget, args.run_config, args.study, command_line_settings(args.config))
+    config, studies = _load(args.budget, args.run_config, args.study, command_line_settings(args.config),
+                            args.configfile)
     if args.budget == grid.SMOKE:
         raise ConfigError("grow records real-data runs: the smoke budget trains on synthetic corpora")
     changed = uncommitted_changes()
@@ -682,7 +696,7 @@ def grow(args: argparse.Namespace) -> int:
 
 
 def list_units(args: argparse.Namespace) -> int:
-    config, studies = _load(args.budget, args.run_config, args.study)
+    config, studies = _load(args.budget, args.run_config, args.study, custom_file=args.configfile)
     found = selected(units(studies, config), args.unit)
     counts = {"recorded": 0, "stale": 0, "missing": 0}
     for unit in found:
@@ -738,6 +752,10 @@ def main(argv=None) -> int:
     render_cmd = commands.add_parser("render", help="tables, figures and the scorecard from one budget's records")
     render_cmd.add_argument("--budget", required=True, action="append",
                             help="a recorded budget (repeatable: each is rendered into its own results tree)")
+    for command in (grow_cmd, list_cmd, render_cmd):
+        command.add_argument("--configfile", type=Path, metavar="FILE",
+                             help="a config file of cells of your own (custom_cells, docs/custom_cells.md), merged "
+                                  "over the run config as snakemake --configfile merges it, e.g. examples/mgu.yaml")
     args = parser.parse_args(argv)
     try:
         if args.command == "grow":
@@ -753,7 +771,7 @@ def main(argv=None) -> int:
             return 0
         failed = False
         for budget in args.budget:
-            status = render(budget, args.records, args.run_config)
+            status = render(budget, args.records, args.run_config, args.configfile)
             for key, state in status.items():
                 print(f"{budget}:{key:32s} {state}")
             failed |= any(state.startswith("failed") for state in status.values())
