@@ -5,7 +5,8 @@
 # (ruleorder); where a cell's record cannot stand in (rnnrepro.records.Restorer says why: not recorded,
 # stale, part of an unfinished unit, trained on this machine, or its weights are needed) their input
 # function raises, Snakemake discards them for that file, and the cell trains. `--config
-# use_records=false` trains everything.
+# use_records=false` trains everything. The copies are new files (cp without -p): a record's own times
+# would make Snakemake see its later files as newer than its first and copy it again.
 
 
 ruleorder: restore_cell > train_cell
@@ -24,8 +25,8 @@ rule restore_cell:
         f"{LOGS}/restore/{{study}}/{{corpus}}/{{model}}/frac{{fraction}}/seed{{seed}}.log",
     localrule: True
     shell:
-        "(cp -pv {input.config:q} {output.config:q} && cp -pv {input.history:q} {output.history:q} && "
-        "cp -pv {input.metrics:q} {output.metrics:q}) > {log:q} 2>&1"
+        "(cp -v {input.config:q} {output.config:q} && cp -v {input.history:q} {output.history:q} && "
+        "cp -v {input.metrics:q} {output.metrics:q}) > {log:q} 2>&1"
 
 
 rule restore_evaluation:
@@ -39,7 +40,7 @@ rule restore_evaluation:
         evaluation=one_of(evaluation_names(STUDIES)) or "(?!)",
     localrule: True
     shell:
-        "cp -pv {input:q} {output:q} > {log:q} 2>&1"
+        "cp -v {input:q} {output:q} > {log:q} 2>&1"
 
 
 rule restore_speed:
@@ -53,4 +54,4 @@ rule restore_speed:
         study=one_of(speed_studies()) if speed_studies() else "(?!)",
     localrule: True
     shell:
-        "cp -pv {input:q} {output:q} > {log:q} 2>&1"
+        "cp -v {input:q} {output:q} > {log:q} 2>&1"
