@@ -58,6 +58,7 @@ from pathlib import Path
 
 from . import grid, layout
 from .analysis.claims import is_synthetic
+from .artifact_inputs import write_inputs_list
 from .configuration import ConfigError, check_budget, load_run_config, load_study, load_yaml, schema_problems
 from .custom_cells import check_custom_cells, export as export_custom_cells
 from .evaluation.plan import artifact_evaluation_files
@@ -401,6 +402,9 @@ def render(budget: str, records: Path = RECORDS, config_file: Path = Path("confi
                               "figures": [str(Path(f).resolve()) for f in out_figures]}
                 for path in out_tables + out_figures:
                     Path(path).parent.mkdir(parents=True, exist_ok=True)
+                # what the tables are made from, as the workflow lists it: a rendered table stays up to
+                # date for Snakemake until the grid changes (rnnrepro.artifact_inputs)
+                write_inputs_list(study, config, artifact)
                 try:
                     run(Path(spec["notebook"]), Path(notebook), parameters)
                     status[key] = "rendered"

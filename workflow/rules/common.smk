@@ -12,6 +12,12 @@ from snakemake.settings.types import DeploymentMethod
 
 # SRC is on sys.path (config_file.smk): the project's own (torch-free) modules, from this checkout
 from rnnrepro import command_line, grid, records, targets
+from rnnrepro.artifact_inputs import (
+    inputs_list,
+    notebook_inputs,
+    refresh_inputs_list,
+    write_inputs_list,
+)
 from rnnrepro.configuration import ConfigError, budgets, load_run_config, load_study
 from rnnrepro.custom_cells import check_custom_cells, export as export_custom_cells
 from rnnrepro.report import artifact_caption, claims_caption
@@ -23,7 +29,6 @@ from rnnrepro.data.registry import DATASETS
 from rnnrepro.data.transfer import MIRROR_ENV, TRUST_ENV
 from rnnrepro.data.text8style import TEXT8STYLE_DATASETS
 from rnnrepro.evaluation.plan import (
-    artifact_evaluation_files,
     check_evaluations,
     evaluation_names,
     evaluation_spec,
@@ -351,23 +356,28 @@ def restore_problem(cell):
     return RESTORE_PROBLEMS[cell]
 
 
+def not_restored(cell):
+    """An input no file and no rule provides: Snakemake drops a restoring rule that asks for it (quietly,
+    since another rule makes the file) and trains the cell."""
+    return str(records.record_of(cell) / "(not restored)")
+
+
 def recorded_cell(wildcards):
-    """The record of a cell, when it stands in for training it (else the rule is not used: it raises)."""
+    """The record of a cell, where it stands in for training it."""
     cell = cell_of(wildcards)
-    problem = restore_problem(cell)
-    if problem:
-        raise WorkflowError(f"no record restored: {problem}")
     run = records.record_of(cell)
-    return {name: f"{run}/{name}.{ext}" for name, ext in (("config", "json"), ("history", "csv"), ("metrics", "json"))}
+    names = (("config", "json"), ("history", "csv"), ("metrics", "json"))
+    if restore_problem(cell):
+        return {name: not_restored(cell) for name, _ in names}
+    return {name: f"{run}/{name}.{ext}" for name, ext in names}
 
 
 def recorded_evaluation(wildcards):
     """The recorded output of an evaluation of a cell restored from its record."""
     cell = cell_of(wildcards)
-    problem = restore_problem(cell)
     record = records.record_of(cell) / f"{wildcards.evaluation}.json"
-    if problem or not record.exists():
-        raise WorkflowError(f"no record restored: {problem or f'{record} not recorded'}")
+    if restore_problem(cell) or not record.exists():
+        return not_restored(cell)
     return str(record)
 
 
@@ -375,10 +385,13 @@ def recorded_speed(wildcards):
     """A study's recorded speed benchmark, unless this machine measured one of its own."""
     record = records.record_dir(records.RECORDS, config["budget"]) / "speed" / f"{wildcards.study}.json"
     local = Path(RESULTS, "speed", f"{wildcards.study}.json")
-    if RESTORER is None or not record.exists():
-        raise WorkflowError(f"no record restored: {record} not recorded")
-    if local.exists() and local.read_bytes() != record.read_bytes():
-        raise WorkflowError(f"no record restored: {local} was measured on this machine")
+    if (
+        RESTORER is None
+        or not record.exists()
+        or local.exists()
+        and local.read_bytes() != record.read_bytes()
+    ):
+        return str(record.with_name(f"{wildcards.study} (not restored)"))
     return str(record)
 
 
@@ -386,19 +399,6 @@ def cell_config(wildcards):
     return json.dumps(
         grid.resolve_cell(STUDIES[wildcards.study], config, cell_of(wildcards))
     )
-
-
-def artifact_metrics(study, artifact):
-    cells = grid.artifact_cells(STUDIES[study], config, artifact)
-    return [f"{cell.run_dir}/metrics.json" for cell in cells]
-
-
-def artifact_weights(study, artifact):
-    """The weights of an artifact's cells, where its notebook reads them (``reads_weights``)."""
-    if not STUDIES[study]["artifacts"][artifact].get("reads_weights"):
-        return []
-    cells = grid.artifact_cells(STUDIES[study], config, artifact)
-    return [f"{cell.run_dir}/model.pt" for cell in cells]
 
 
 def evaluation_inputs(wildcards):

@@ -3,8 +3,8 @@
 # and metrics.json, and the outputs of its evaluations), so a run with the repository's records trains
 # only what they lack: a cell of your own, a stale or missing record. The restoring rules come first
 # (ruleorder); where a cell's record cannot stand in (rnnrepro.records.Restorer says why: not recorded,
-# stale, part of an unfinished unit, trained on this machine, or its weights are needed) their input
-# function raises, Snakemake discards them for that file, and the cell trains. `--config
+# stale, part of an unfinished unit, trained on this machine, or its weights are needed) their input is
+# a file that does not exist, Snakemake discards them for that file, and the cell trains. `--config
 # use_records=false` trains everything. The copies are new files (cp without -p): a record's own times
 # would make Snakemake see its later files as newer than its first and copy it again.
 
