@@ -336,23 +336,43 @@ def test_generated_claims_on_a_fixture(custom):
 # --- end to end: the example through a cut-down smoke grid of two studies ---------------------------
 
 def cut_smoke_grid(project):
-    """The smoke grid of pru Table 1 and lru accuracy cut to a few baselines, one dataset, one seed."""
+    """The smoke grid of pru Table 1 and lru accuracy cut to a few baselines, one dataset, one seed, and
+    the other artifacts of the two studies left out (the scorecard then reads those two tables and the
+    PRU counts, which train nothing)."""
     for name, artifact, cut in [("pru", "table1", {"datasets": ["ptb"], "models": ["lstm_m1000"]}),
                                 ("lru", "accuracy", {"datasets": ["ptb_char"], "models": ["gru_24m", "lru_24m"],
                                                      "seeds": [1111]})]:
         path = project / "config" / "studies" / f"{name}.yaml"
         study = yaml.safe_load(path.read_text())
         study["budgets"]["smoke"]["artifacts"][artifact] = cut
+        study["budgets"]["smoke"]["omit"] = [a for a in study["artifacts"] if a not in (artifact, "counts")]
         path.write_text(yaml.safe_dump(study, sort_keys=False))
 
 
+def make_example_arguments() -> list[str]:
+    """What `make example` gives `snakemake --profile profiles/smoke` (the Makefile's EXAMPLE)."""
+    import shlex
+
+    text = (REPO_ROOT / "Makefile").read_text()
+    definition = text[text.index("EXAMPLE :="):].split("\nexample:")[0]
+    return shlex.split(definition.removeprefix("EXAMPLE :=").replace("\\\n", " "))
+
+
+def test_the_docs_give_what_make_example_runs():
+    words = " ".join(f"'{w}'" if "[" in w else w for w in make_example_arguments())
+    docs = (REPO_ROOT / "docs" / "custom_cells.md").read_text()
+    assert f"snakemake --profile profiles/smoke {words}\n" in docs
+    assert f"snakemake --profile profiles/smoke --report results/smoke/report.html {words}\n" in docs
+
+
 def test_example_through_two_studies_end_to_end(tmp_path):
+    """`make example` on a cut-down grid: the two tables with the MGU's rows and their footing, its claims
+    against each baseline in the scorecard, and the report of them built by the command the docs give."""
     project = copy_project(tmp_path)
     shutil.copytree(REPO_ROOT / "examples", project / "examples", ignore=shutil.ignore_patterns("__pycache__"))
     cut_smoke_grid(project)
-    targets = ["results/smoke/tables/pru_table1.csv", "results/smoke/figures/pru_table1.png",
-               "results/smoke/tables/lru_accuracy.csv", "results/smoke/figures/lru_curves.png"]
-    configs = ["--configfile", "profiles/smoke/run-config.yaml", "examples/mgu.yaml"]
+    example = make_example_arguments()
+    targets = [word for word in example if word.startswith("results/")]
 
     bad = project / "bad.yaml"
     bad.write_text(EXAMPLE.read_text().replace("examples.mgu:MGULayer", "examples.mgu:NoSuchLayer"))
@@ -362,30 +382,35 @@ def test_example_through_two_studies_end_to_end(tmp_path):
     said = run.stdout + run.stderr
     assert "profiles/smoke/run-config.yaml bad.yaml is invalid:\n  custom_cells.mgu.cell: " in said, said[-2000:]
 
-    run = snakemake(project, "--profile", "profiles/smoke", *targets, *configs)
+    run = snakemake(project, "--profile", "profiles/smoke", *example)
     assert run.returncode == 0, run.stderr[-3000:]
-    pru = pd.read_csv(project / "results/smoke/tables/pru_table1.csv")
+    pru = pd.read_csv(project / "results/smoke/tables/pru_table1.csv", keep_default_na=False)
     assert list(pru["model"]) == ["lstm_m1000", "mgu"]
-    assert pru.set_index("model").loc["mgu", "cell"] == MGU and pru["paper_test_ppl"].isna().tolist() == [False, True]
+    assert pru.set_index("model").loc["mgu", "cell"] == MGU and list(pru["paper_test_ppl"] == "") == [False, True]
+    footing = pru.set_index("model")["footing"]
+    assert footing["lstm_m1000"] == "" and "sized to lstm_m1000's parameter count" in footing["mgu"], footing["mgu"]
     lru = pd.read_csv(project / "results/smoke/tables/lru_accuracy.csv")
     assert list(lru["model"]) == ["gru_24m", "lru_24m", "mgu"] and lru["unit"].iloc[-1] == "mgu"
     params = lru.set_index("model")["params"]
     assert abs(params["mgu"] - 24_000) <= 240 and abs(params["gru_24m"] - 24_000) <= 240
-    assert (project / "results/smoke/figures/lru_curves.png").stat().st_size > 0
 
-    # the generated claims resolve on the tables built (smoke: not tested, synthetic data)
-    env_studies = {name: load_study(name, root=project, custom_cells=load_yaml(EXAMPLE)["custom_cells"],
-                                    custom_source="examples/mgu.yaml") for name in ("pru", "lru")}
-    config = {"budget": "smoke", "seeds": [1111]}
-    card = scorecard(env_studies, config,
-                     [str(project / "results/smoke/tables/pru_table1.csv"), str(project / "results/smoke/tables/lru_accuracy.csv")])
+    # the scorecard of the two studies holds the MGU's claims (smoke: not tested, synthetic data)
+    card = pd.read_csv(project / "results/smoke/tables/claims.csv")
+    assert set(card["study"]) == {"pru", "lru"}
     generated = card[card["claim"].str.startswith("mgu_vs_")].set_index("claim")
+    assert {"mgu_vs_lstm_m1000[dataset=ptb]", "mgu_vs_gru_24m[dataset=ptb_char]"} <= set(generated.index)
     assert set(generated["verdict"]) == {NOT_TESTED} and generated["reason"].str.startswith("synthetic").all()
     assert generated.loc["mgu_vs_gru_24m[dataset=ptb_char]", "ours"] == (
         f"mgu {lru.set_index('model').loc['mgu', 'test_loss']:.4g}; "
         f"gru_24m {lru.set_index('model').loc['gru_24m', 'test_loss']:.4g}")
 
-    # without the config file nothing retrains: only the two notebooks rerun, without the MGU row
-    run = snakemake(project, "--profile", "profiles/smoke", *targets, "-n")
+    # the report, as the docs and `make example` build it: the tables, the scorecard, the MGU's caption
+    run = snakemake(project, "--profile", "profiles/smoke", "--report", "results/smoke/report.html", *example)
+    assert run.returncode == 0, run.stderr[-3000:]
+    report = (project / "results/smoke/report.html").read_text()
+    assert "Cells of your own added beside the baselines" in report and "Claims scorecard" in report
+
+    # without the config file nothing retrains: only the notebooks rerun, without the MGU row
+    run = snakemake(project, "--profile", "profiles/smoke", *targets, "-n", "--config", "studies=[pru,lru]")
     assert run.returncode == 0, run.stderr[-2000:]
     assert "train_cell" not in run.stdout and "notebook_pru_table1" in run.stdout
