@@ -25,12 +25,12 @@ figures = ["results/claims_by_budget.png"]
 import matplotlib.pyplot as plt
 import pandas as pd
 
-from rnnrepro.analysis.claims import HELD, INCONCLUSIVE, NOT_HELD, NOT_TESTED
+from rnnrepro.analysis.claims import HELD, INCONCLUSIVE, NOT_HELD, NOT_TESTABLE, NOT_TESTED, read_scorecard
 from rnnrepro.analysis.notebook import save, save_figure
 
-ORDER = ["cpu", "reduced", "paper"]
+ORDER = ["cpu", "cpu_wide", "reduced", "paper"]
 budgets = sorted(scorecards, key=lambda b: (ORDER.index(b) if b in ORDER else len(ORDER), b))
-cards = pd.concat([pd.read_csv(scorecards[b]).assign(budget=b) for b in budgets], ignore_index=True)
+cards = pd.concat([read_scorecard(scorecards[b]).assign(budget=b) for b in budgets], ignore_index=True)
 wide = cards.pivot_table(index=["study", "claim"], columns="budget", values="verdict", aggfunc="first", sort=False)
 scale = cards[cards["verdict"] != NOT_TESTED].pivot_table(index=["study", "claim"], columns="budget",
                                                            values="scale", aggfunc="first", sort=False)
@@ -43,14 +43,15 @@ decided
 # One row per claim that has a verdict at some budget, one column per budget.
 
 # %%
-colours = {HELD: "tab:green", NOT_HELD: "tab:red", INCONCLUSIVE: "tab:olive", NOT_TESTED: "0.9"}
+colours = {HELD: "tab:green", NOT_HELD: "tab:red", INCONCLUSIVE: "tab:olive", NOT_TESTABLE: "tab:purple",
+           NOT_TESTED: "0.9"}
 shown = wide.loc[decided.index, budgets] if len(decided) else wide.iloc[:0][budgets]
 fig, ax = plt.subplots(figsize=(2.2 + 1.3 * len(budgets), 0.6 + 0.24 * max(len(shown), 1)))
 for y, (key, verdicts) in enumerate(shown.iterrows()):
     for x, budget in enumerate(budgets):
         verdict = verdicts[budget] if isinstance(verdicts[budget], str) else NOT_TESTED
         ax.add_patch(plt.Rectangle((x, y), 0.95, 0.9, color=colours[verdict]))
-        ax.text(x + 0.47, y + 0.45, verdict, ha="center", va="center", fontsize=6)
+        ax.text(x + 0.47, y + 0.45, verdict.replace(" at this scale", ""), ha="center", va="center", fontsize=6)
 ax.set_xlim(0, len(budgets))
 ax.set_ylim(len(shown), 0)
 ax.set_xticks([x + 0.47 for x in range(len(budgets))], budgets)

@@ -30,10 +30,7 @@ tables = ["results/tables/lrn_lm.csv"]
 figures = ["results/figures/lrn_lm.png"]
 
 # %%
-import matplotlib.pyplot as plt
-import seaborn as sns
-
-from rnnrepro.analysis.lrn import lm_table
+from rnnrepro.analysis.lrn import capped_stages, lm_table
 from rnnrepro.analysis.notebook import save, save_figure
 from rnnrepro.configuration import load_study
 from rnnrepro.evaluation.results import read_evaluations
@@ -48,22 +45,60 @@ save(table, tables[0], complete=["test_ppl"])
 table[["dataset", "model", "stage", "head", "weight_drop", "params", "val_ppl", "test_ppl", "paper_test_ppl"]]
 
 # %% [markdown]
-# Test perplexity per stage, ours beside the paper's.
+# Test perplexity of each model after each stage (base, finetuned, dynamic evaluation). Left: ours,
+# every seed (a point; open: a run its epoch cap stopped), mean (bar) and ± 1 standard deviation.
+# Right: the paper's, on its own scale (our small models sit far above its perplexities; the claims
+# compare rows within each panel). Models are named by the paper's; the title gives the budget.
 
 # %%
+import matplotlib.pyplot as plt
+import pandas as pd
+import seaborn as sns
+
+from rnnrepro.analysis.plotting import CAPPED_LABEL, data_label, model_names, paper_rows, seed_rows
+
+names = model_names(study_config, table["model"])
+capped = capped_stages(metrics_files)
+stage_names = {"base": "base", "finetune": "+ finetune", "dynamic": "+ dynamic eval"}
 datasets = list(dict.fromkeys(table["dataset"]))
-fig, axes = plt.subplots(1, len(datasets), figsize=(6.5 * len(datasets), 4), squeeze=False)
-colours = dict(zip(["base", "finetune", "dynamic"], sns.color_palette(n_colors=3)))
-for ax, dataset in zip(axes[0], datasets):
+models = list(dict.fromkeys(table["model"]))
+colours = dict(zip(models, sns.color_palette(n_colors=len(models))))
+fig, axes = plt.subplots(len(datasets), 2, figsize=(13, 4.6 * len(datasets)), squeeze=False)
+for (ours_ax, paper_ax), dataset in zip(axes, datasets):
     part = table[table["dataset"] == dataset]
-    models = list(dict.fromkeys(part["model"]))
-    for offset, (stage, rows) in zip([-0.2, 0.0, 0.2], part.groupby("stage", sort=False)):
-        x = [models.index(m) + offset for m in rows["model"]]
-        ax.scatter(x, rows["test_ppl"], marker="o", color=colours[stage], label=f"{stage}, ours")
-        ax.scatter(x, rows["paper_test_ppl"], marker="x", color=colours[stage], label=f"{stage}, paper")
-    ax.set_xticks(range(len(models)), models, rotation=45, ha="right")
-    ax.set_title(f"{dataset} (ours: {part['corpus'].iloc[0]}, {part['budget'].iloc[0]} budget)")
-    ax.set_ylabel("test perplexity")
-axes[0][-1].legend(fontsize=8, bbox_to_anchor=(1.02, 1), loc="upper left")
-fig.suptitle("LRN Table 6: reproduced (o) vs paper (x)")
+    # one position per (model, stage), the stages of a model side by side
+    order = list(dict.fromkeys(zip(part["model"], part["stage"])))
+    labels = [stage_names.get(stage, stage) for _, stage in order]
+    for model in dict.fromkeys(part["model"]):
+        mine = part[part["model"] == model]
+        keys = list(zip(mine["model"], mine["stage"]))
+        seeds = mine.assign(row=keys, value=mine["test_ppl"])
+        seeds["capped"] = [capped.get((dataset, model, stage, seed), False)
+                           for stage, seed in zip(mine["stage"], mine["seed"])]
+        seed_rows(ours_ax, seeds, order, colour=colours[model], label=names[model])
+        paper = mine.drop_duplicates("stage")
+        paper_rows(paper_ax, pd.Series(paper["paper_test_ppl"].to_numpy(), index=list(zip(paper["model"], paper["stage"]))),
+                   order, label=None)
+    for ax in (ours_ax, paper_ax):
+        ax.set_xticks(range(len(order)), labels, fontsize=8, rotation=30, ha="right")
+        ax.set_xlim(-0.6, len(order) - 0.4)
+        ax.grid(axis="y", color="0.92")
+        ax.set_axisbelow(True)
+        for model in dict.fromkeys(m for m, _ in order):  # the model's name over its stages
+            positions = [i for i, (m, _) in enumerate(order) if m == model]
+            ax.text(sum(positions) / len(positions), 1.01, names[model], transform=ax.get_xaxis_transform(),
+                    ha="center", va="bottom", fontsize=9, color=colours[model], fontweight="bold")
+    ours_ax.set_ylabel("test perplexity")
+    ours_ax.set_title(f"ours: {data_label(dataset, part['corpus'].iloc[0])}, {part['budget'].iloc[0]} budget", pad=18)
+    paper_ax.set_title("the paper (Table 6)", pad=18)
+    handles = [plt.Line2D([], [], marker="o", color="0.3", linestyle="none", label="ours: a seed"),
+               plt.Line2D([], [], color="0.3", linewidth=2, label="ours: mean, line: ± 1 sd")]
+    if any(capped.get((dataset, m, stage, seed)) for m, stage, seed in zip(part["model"], part["stage"], part["seed"])):
+        handles.append(plt.Line2D([], [], marker="o", color="0.3", markerfacecolor="white", linestyle="none",
+                                  label=CAPPED_LABEL))
+    ours_ax.legend(handles=handles, fontsize=8)
+    paper_ax.legend(handles=[plt.Line2D([], [], marker="D", color="black", markerfacecolor="none",
+                                        linestyle="none", label="the paper")], fontsize=8)
+fig.suptitle("LRN Table 6: test perplexity after each stage", y=1.0)
+fig.tight_layout()
 save_figure(fig, figures[0])

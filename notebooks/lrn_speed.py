@@ -43,13 +43,42 @@ table["budget_shapes"] = f"batch {speed['batch_size']}, bptt {speed['bptt']}, vo
 save(table, tables[0])
 table
 
+# %% [markdown]
+# Each model's time as a multiple of the LSTM's (log scale: twice as slow and twice as fast lie the same
+# distance from 1x). Filled: ours, the whole LM's training batch and one layer's forward + backward;
+# open grey: the paper's, one mark per task. `LSTM (step loop)` is the same LSTM computed step by step
+# like the other cells (config/studies/lrn.yaml, model `lstm_loop`): against it the cells are compared
+# within one family of implementation, against the LSTM's fused kernel across two.
+
 # %%
-ratio_columns = ["lm_ratio", "layer_ratio"] + [c for c in table if c.startswith("paper_") and c.endswith("_ratio")]
-plot = table.set_index("model")[ratio_columns]
-ax = plot.plot.bar(figsize=(9, 4), width=0.85)
-ax.axhline(1.0, color="black", linewidth=0.8)
-ax.set_ylabel("time / LSTM time")
-ax.set_title(f"Training time relative to the LSTM (ours: {speed['device_name']}; paper: TF models, its GPU)")
-ax.set_yscale("log")  # ratios: 2x slower and 2x faster are the same distance from 1
-ax.legend(fontsize=8, ncol=2)
-save_figure(ax.figure, figures[0])
+import matplotlib.pyplot as plt
+
+from rnnrepro.analysis.plotting import model_names, ratio_axis
+
+TASKS = {"snli": ("SNLI", "o"), "amapolar": ("Amazon polarity", "s"), "yahoo": ("Yahoo", "^"),
+         "amafull": ("Amazon full", "v"), "yelppolar": ("Yelp polarity", "D")}
+names = model_names(study_config, table["model"])
+rows = list(table["model"])
+y = {model: len(rows) - 1 - i for i, model in enumerate(rows)}  # the reference (LSTM) on top
+fig, ax = plt.subplots(figsize=(9, 0.55 * len(rows) + 1.8))
+ax.axvline(1.0, color="0.6", linewidth=0.8)
+ax.scatter(table["lm_ratio"], table["model"].map(y) + 0.15, color="tab:blue", s=45, zorder=3,
+           label=f"ours: whole LM, one training batch")
+ax.scatter(table["layer_ratio"], table["model"].map(y) + 0.15, color="tab:orange", marker="s", s=40, zorder=3,
+           label="ours: one layer, forward + backward")
+paper_ratios = []
+for task, (word, marker) in TASKS.items():
+    column = f"paper_{task}_ratio"
+    if column in table:
+        ax.scatter(table[column], table["model"].map(y) - 0.15, facecolor="none", edgecolor="0.35", marker=marker,
+                   s=30, zorder=3, label=f"paper: {word}")
+        paper_ratios += list(table[column])
+ax.set_yticks([y[m] for m in rows], [names[m] for m in rows])
+ratio_axis(ax, "x", list(table["lm_ratio"]) + list(table["layer_ratio"]) + paper_ratios)
+ax.set_xlabel("training time / the LSTM's (log scale; left of 1x: faster)")
+ax.grid(axis="x", color="0.92")
+ax.set_axisbelow(True)
+ax.set_title(f"Training time against the LSTM (ours: {table['device'].iloc[0]}, "
+             f"{table['budget_shapes'].iloc[0]}; paper: its TensorFlow models on its GPU)", fontsize=10)
+ax.legend(fontsize=8, loc="center left", bbox_to_anchor=(1.01, 0.5))
+save_figure(fig, figures[0])

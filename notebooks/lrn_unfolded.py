@@ -77,7 +77,7 @@ for ax, (model_id, activation) in zip(axes[:, 0], panels):
     image = ax.imshow(matrix, aspect="auto", cmap="viridis")
     for (number, position), token in part.set_index(["sentence", "position"])["token"].items():
         ax.text(position, number, token, ha="center", va="center", fontsize=7, color="white")
-    ax.set_title(f"{model_id} (g = {activation}): unit-averaged w(k → last) in layer 1")
+    ax.set_title(f"LRN with g = {activation}: unit-averaged w(k → last) in layer 1")
     ax.set_ylabel("test sentence")
     ax.set_xlabel("token position k")
     fig.colorbar(image, ax=ax)

@@ -29,37 +29,67 @@ tables = ["results/tables/lru_stat_efficiency.csv"]
 figures = ["results/figures/lru_stat_efficiency.png", "results/figures/lru_variant_stat_efficiency.png"]
 
 # %%
-import matplotlib.pyplot as plt
-
 from rnnrepro.analysis import lru
 from rnnrepro.analysis.notebook import save, save_figure, setup
+from rnnrepro.analysis.plotting import counted
 
 study_config, cells = setup(study, metrics_files)
 table = lru.stat_efficiency_table(cells, study_config)
 save(table, tables[0], complete=["test_loss"])
 table[["dataset", "unit", "fraction", "train_tokens", "seeds", "test_loss", "test_bpc", "paper_test_loss"]]
 
+# %% [markdown]
+# Test loss against the share of the training split. Ours: every seed (a point; open: a run its epoch
+# cap stopped) and the mean over seeds (solid line); the paper's, read off its figures (dashed, open
+# diamonds), at the shares it trained. A budget may train other shares than the paper's, and smaller
+# models: the claims compare units at one share, so compare the order of the lines, not their heights.
+
 # %%
+import matplotlib.pyplot as plt
+
 datasets = [d for d in study_config["artifacts"][artifact]["datasets"] if d in set(table["dataset"])]
 names, colours = lru.unit_labels(table), lru.unit_colours(table)  # with any cell of your own
 
 
 def plot_efficiency(units: list[str], path: str, title: str) -> None:
-    fig, axes = plt.subplots(1, len(datasets), figsize=(4.8 * len(datasets), 3.6), squeeze=False)
+    fig, axes = plt.subplots(1, len(datasets), figsize=(5.6 * len(datasets) + 2, 4), squeeze=False)
     for ax, dataset in zip(axes[0], datasets):
+        part = table[table["dataset"] == dataset]
         for unit in units:
-            rows = table[(table["dataset"] == dataset) & (table["cell"] == unit)]
+            rows = part[part["cell"] == unit].sort_values("fraction")
             if rows.empty:
                 continue
             colour = colours[unit]
-            ax.plot(rows["fraction"], rows["test_loss"], "o-", color=colour, label=names[unit])
-            ax.plot(rows["fraction"], rows["paper_test_loss"], "--", color=colour, alpha=0.6)
-        ax.set_title(f"{dataset} (corpus {table.loc[table['dataset'] == dataset, 'corpus'].iloc[0]})")
+            runs = cells[(cells["dataset"] == dataset) & (cells["cell"] == unit)]
+            ax.scatter(runs.loc[~runs["capped"], "fraction"], runs.loc[~runs["capped"], "test_loss"], s=14,
+                       color=colour, zorder=3)
+            ax.scatter(runs.loc[runs["capped"], "fraction"], runs.loc[runs["capped"], "test_loss"], s=18,
+                       facecolor="white", edgecolor=colour, zorder=3)
+            ax.plot(rows["fraction"], rows["test_loss"], "-", color=colour, label=names[unit])
+            paper = rows.dropna(subset=["paper_test_loss"])
+            ax.plot(paper["fraction"], paper["paper_test_loss"], "--", marker="D", markerfacecolor="none",
+                    markersize=5, color=colour, alpha=0.7)
+        corpus = part["corpus"].iloc[0]
+        ax.set_title(dataset if corpus == dataset else f"{dataset} (stand-in corpus {corpus})")
         ax.set_xlabel("% of the training split")
         ax.set_ylabel("test loss (nats/char)")
-        ax.set_xticks([20, 40, 60, 80, 100])
-    axes[0][0].legend(fontsize=8, title="ours — / paper - -", title_fontsize=8)
-    fig.suptitle(title, y=1.02)
+        ax.set_xticks(sorted(set(part["fraction"]) | set(part.dropna(subset=["paper_test_loss"])["fraction"])))
+        ax.grid(color="0.93")
+    handles = axes[0][0].get_legend_handles_labels()[0] + [
+        plt.Line2D([], [], color="0.3", linestyle="-", marker="o", markersize=4, label="ours: seeds, mean")]
+    if table["paper_test_loss"].notna().any():
+        handles.append(plt.Line2D([], [], color="0.3", linestyle="--", marker="D", markerfacecolor="none",
+                                  markersize=4, label="the paper"))
+    else:
+        handles.append(plt.Line2D([], [], linestyle="none", label="(the paper: none at these shares)"))
+    if cells["capped"].any():
+        handles.append(plt.Line2D([], [], marker="o", color="0.3", markerfacecolor="white", linestyle="none",
+                                  label="open: stopped by its epoch cap"))
+    axes[0][-1].legend(handles=handles, fontsize=8, loc="center left", bbox_to_anchor=(1.02, 0.5))
+    seeds = cells.groupby(["dataset", "model", "fraction"])["seed"].nunique()
+    count = counted(seeds.min(), "seed") if seeds.min() == seeds.max() else f"{seeds.min()}-{seeds.max()} seeds"
+    fig.suptitle(f"{title} ({table['budget'].iloc[0]} budget, {count} per point)")
+    fig.tight_layout()
     save_figure(fig, path)
 
 

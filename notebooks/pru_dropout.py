@@ -28,8 +28,6 @@ tables = ["results/tables/pru_dropout.csv"]
 figures = ["results/figures/pru_dropout.png"]
 
 # %%
-import seaborn as sns
-
 from rnnrepro.analysis.notebook import save, save_figure, setup
 from rnnrepro.analysis.results import pru_dropout_table
 
@@ -39,15 +37,47 @@ save(table, tables[0], complete=["test_ppl"])
 table
 
 # %% [markdown]
-# Test perplexity of each model at dropout 0.4 and 0.5; the horizontal mark is the paper's number.
+# Per dataset, left: our test perplexity of each Table 1 model at dropout 0.4 and 0.5, every seed (a
+# point; open: a run its epoch cap stopped), mean (bar) and ± 1 standard deviation. Right: each against
+# the paper's Table 1 number of its model, in percent: the claims ask which rate lands nearer 0 (the
+# paper's number). Models are named by the paper's sizes; the title gives the budget's.
 
 # %%
-grid = sns.catplot(data=table.assign(dropout=table["dropout"].astype(str)), kind="point", x="paper_model",
-                   y="test_ppl", hue="dropout", col="dataset", linestyle="none", sharey=False, height=4, aspect=1.4)
-for dataset, ax in grid.axes_dict.items():
-    rows = table[table["dataset"] == dataset].drop_duplicates("paper_model")
-    ax.scatter(rows["paper_model"], rows["paper_test_ppl"], marker="_", s=400, color="black", label="paper")
-grid.set_axis_labels("", "test perplexity")
-grid.set_xticklabels(rotation=30, ha="right")
-grid.figure.suptitle(f"Standard dropout 0.4 vs 0.5 (budget {table['budget'].iloc[0]}); black: the paper", y=1.03)
-save_figure(grid.figure, figures[0])
+import matplotlib.pyplot as plt
+import seaborn as sns
+
+from rnnrepro.analysis.plotting import CAPPED_LABEL, data_label, model_names, scale_note, seed_rows, tidy_rows_axis
+
+names = model_names(study_config, table["paper_model"])
+rates = sorted(table["dropout"].unique())
+colours = dict(zip(rates, sns.color_palette(n_colors=len(rates))))
+datasets = list(dict.fromkeys(table["dataset"]))
+width = max(9, 4 + 1.6 * table["paper_model"].nunique())
+fig, axes = plt.subplots(len(datasets), 2, figsize=(width, 4.4 * len(datasets)), squeeze=False)
+for (ours_ax, paper_ax), dataset in zip(axes, datasets):
+    rows = table[table["dataset"] == dataset]
+    order = [names[m] for m in dict.fromkeys(rows["paper_model"])]
+    paper = rows.drop_duplicates("paper_model").set_index(rows.drop_duplicates("paper_model")["paper_model"].map(names))
+    runs = cells[cells["dataset"] == dataset].merge(rows[["model", "paper_model", "dropout"]], on="model")
+    for number, rate in enumerate(rates):
+        mine = runs[runs["dropout"] == rate].assign(row=lambda r: r["paper_model"].map(names))
+        offset = 0.2 * (number - (len(rates) - 1) / 2)
+        seed_rows(ours_ax, mine.assign(value=mine["test_ppl"]), order, colour=colours[rate], offset=offset,
+                  label=f"dropout {rate:g}", width=0.08, jitter=0.03)
+        against = 100 * (mine["test_ppl"] / mine["row"].map(paper["paper_test_ppl"]) - 1)
+        seed_rows(paper_ax, mine.assign(value=against), order, colour=colours[rate], offset=offset,
+                  label=f"dropout {rate:g}", width=0.08, jitter=0.03)
+    paper_ax.axhline(0, color="black", linewidth=1, label="the paper's number")
+    ours_ax.set(ylabel="test perplexity", title=f"ours: {data_label(dataset, rows['corpus'].iloc[0])}")
+    paper_ax.set(ylabel="against the paper's number (%)", title="each against the paper's Table 1 number")
+    for ax in (ours_ax, paper_ax):
+        tidy_rows_axis(ax)
+    handles, labels = paper_ax.get_legend_handles_labels()
+    if runs["capped"].any():
+        handles.append(plt.Line2D([], [], marker="o", markerfacecolor="white", color="0.3", linestyle="none"))
+        labels.append(CAPPED_LABEL)
+    paper_ax.legend(handles, labels, fontsize=8)
+fig.suptitle(f"Standard dropout 0.4 (the authors' code) against 0.5 (the paper's text), test perplexity "
+             f"({scale_note(cells)})")
+fig.tight_layout(w_pad=2.5)
+save_figure(fig, figures[0])

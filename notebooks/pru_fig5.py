@@ -24,7 +24,8 @@
 # not depend on g (K = 1 -> 4 saves 394,800, 13.7 % of the LSTM's count; the paper: "up to 15 %"). The
 # paper's 77 % fits a pyramid whose levels are also split into g groups (76.4 %; artifact `counts`), so
 # the g = 2, 4 points are trained that way too (`pyramid_groups` = g, dashed). Pooling kernels are the
-# code's (2K-1, ..., 5, 3). Under the smoke budget the models are tiny and trained on synthetic stand-ins.
+# code's (2K-1, ..., 5, 3). A point is the mean over seeds, its bar ± 1 standard deviation. Under the smoke
+# budget the models are tiny and trained on synthetic stand-ins.
 
 # %% tags=["parameters"]
 study = "pru"
@@ -38,6 +39,7 @@ import matplotlib.pyplot as plt
 
 from rnnrepro.analysis import pru
 from rnnrepro.analysis.notebook import save, save_figure, setup
+from rnnrepro.analysis.plotting import data_label, scale_note
 
 study_config, cells = setup(study, metrics_files)
 table = pru.fig5_table(cells, study_config)
@@ -65,15 +67,17 @@ for ax, dataset in zip(axes[0], datasets):
     for (g, pyramid_groups), points in rows[rows["cell"] == "pru"].groupby(["g", "pyramid_groups"]):
         points = points.sort_values("K")
         grouped = pyramid_groups > 1
-        ax.plot(points["params_recurrent"] / 1e6, points["val_ppl"], "o--" if grouped else "o-",
-                label=f"PRU g={g}" + (", grouped PT" if grouped else ""))
+        # ± 1 standard deviation over seeds (none with one seed)
+        ax.errorbar(points["params_recurrent"] / 1e6, points["val_ppl"], yerr=points["val_ppl_std"], capsize=3,
+                    fmt="o--" if grouped else "o-", label=f"PRU g={g}" + (", grouped pyramid" if grouped else ""))
         for p in points.itertuples():
             ax.annotate(f"K={p.K}", (p.params_recurrent / 1e6, p.val_ppl), textcoords="offset points",
                         xytext=(4, 4), fontsize=8)
     for p in rows[rows["cell"] == "lstm"].itertuples():
-        ax.plot(p.params_recurrent / 1e6, p.val_ppl, "k*", markersize=12, label="LSTM")
+        ax.errorbar(p.params_recurrent / 1e6, p.val_ppl, yerr=p.val_ppl_std, fmt="k*", markersize=12, capsize=3,
+                    label="LSTM")
     ax.set(xlabel="recurrent-unit parameters (M)", ylabel="validation perplexity",
-           title=f"{dataset} (corpus {rows['corpus'].iloc[0]}, {rows['budget'].iloc[0]} budget)")
+           title=f"{data_label(dataset, rows['corpus'].iloc[0])}, {scale_note(cells[cells['dataset'] == dataset])}")
     ax.legend()
 fig.suptitle("PRU Figure 5: perplexity vs recurrent-unit parameters", y=1.02)
 save_figure(fig, figures[0])

@@ -43,7 +43,10 @@ save(table, tables[0], complete=["saliency"])
 table.groupby(["sequence", "model"], sort=False)[["target", "target_probability", "top5"]].first()
 
 # %%
+from rnnrepro.analysis.plotting import model_names
+
 models = list(dict.fromkeys(table["model"]))
+names = model_names(study_config, models)
 sequences = sorted(table["sequence"].unique())
 fig, axes = plt.subplots(len(sequences), 1, figsize=(10, 1.6 * len(models) * len(sequences) + 0.6), squeeze=False)
 for ax, number in zip(axes[:, 0], sequences):
@@ -53,10 +56,10 @@ for ax, number in zip(axes[:, 0], sequences):
     words = rows[rows["model"] == models[0]].sort_values("position")["word"]
     ax.set_xticks(range(len(words)), words, rotation=30, ha="right", fontsize=8)
     tops = rows.groupby("model", sort=False)["top5"].first()
-    ax.set_yticks(range(len(models)), [f"{m}\ntop-5: {tops[m]}" for m in models], fontsize=7)
-    ax.set_title(f"sequence {number}: next word '{rows['target'].iloc[0]}'", fontsize=9)
+    ax.set_yticks(range(len(models)), [f"{names[m]}\ntop-5: {tops[m]}" for m in models], fontsize=7)
+    ax.set_title(f"sequence {number}: the next word is '{rows['target'].iloc[0]}'", fontsize=9)
     for (i, j), share in zip([(i, j) for i in range(grid.shape[0]) for j in range(grid.shape[1])], grid.values.ravel()):
-        ax.text(j, i, f"{share:.2f}", ha="center", va="center", fontsize=7)
+        ax.text(j, i, f"{share:.2f}", ha="center", va="center", fontsize=7, color="white" if share > 0.5 else "black")
 fig.suptitle(f"PRU Table 2: saliency share of each input word ({table['budget'].iloc[0]} budget, "
              f"{table['corpus'].iloc[0]})", y=1.0)
 fig.tight_layout()

@@ -34,10 +34,6 @@ tables = ["results/tables/pru_table3.csv"]
 figures = ["results/figures/pru_table3.png"]
 
 # %%
-import matplotlib.pyplot as plt
-import pandas as pd
-import seaborn as sns
-
 from rnnrepro.analysis import pru
 from rnnrepro.analysis.notebook import save, save_figure, setup
 
@@ -48,32 +44,43 @@ table[["dataset", "row", "context", "input", "residual", "pyramid_groups", "para
        "ru_params_m", "paper_ru_params_m", "paper_params_fit", "val_ppl", "paper_val_ppl"]]
 
 # %% [markdown]
-# Validation perplexity per row (ours against the paper's), and recurrent-unit parameters (hatched:
-# the paper's printed count does not fit that cell).
+# Per dataset, left: our validation perplexity of each row, every seed (a point; open: a run its epoch
+# cap stopped), mean (bar) and ± 1 standard deviation. Middle: each row against R4 (LT/PT) in percent,
+# ours beside the paper's: what the claims (GLT/GLT worst, LT/PT best, a grouped context costs
+# perplexity) compare, on one scale. Right (first row): recurrent-unit parameters of the trained models
+# beside the paper's printed counts (hatched: the paper's count does not fit that cell).
 
 # %%
-table["label"] = table["row"] + table["pyramid_groups"].map(lambda groups: "" if groups == 1 else " grouped PT")
-order = sorted(table["label"].unique())
-long = pd.concat([
-    table.assign(source=lambda t: "ours (" + t["budget"] + " budget)", ppl=table["val_ppl"]),
-    table.assign(source="paper", ppl=table["paper_val_ppl"]),
-], ignore_index=True)
-datasets = list(table["dataset"].unique())
-fig, axes = plt.subplots(1, len(datasets) + 1, figsize=(6 * (len(datasets) + 1), 4))
-for ax, dataset in zip(axes, datasets):
-    sns.pointplot(data=long[long["dataset"] == dataset], x="label", y="ppl", hue="source", linestyle="none",
-                  dodge=0.3, ax=ax, order=order)
-    ax.set(ylabel="validation perplexity", xlabel="Table 3 row (context/input)", title=dataset)
-    ax.tick_params(axis="x", labelrotation=30)
+import matplotlib.pyplot as plt
+
+from rnnrepro.analysis.plotting import compare_legend, compare_with_paper, data_label, scale_note
+
+table["label"] = (table["row"] + " " + table["context"].str.upper() + "/" + table["input"].str.upper()
+                  + table["pyramid_groups"].map(lambda groups: "" if groups == 1 else ", grouped pyramid"))
+labels = dict(zip(table["model"], table["label"]))
+order = list(dict.fromkeys(table.sort_values(["row", "pyramid_groups"])["label"]))
+datasets = list(dict.fromkeys(table["dataset"]))
+fig, axes = plt.subplots(len(datasets), 3, figsize=(18, 4.6 * len(datasets)), squeeze=False)
+for row_axes, dataset in zip(axes, datasets):
+    rows = table[table["dataset"] == dataset]
+    seeds = cells[cells["dataset"] == dataset].assign(row=lambda c: c["model"].map(labels), value=lambda c: c["val_ppl"])
+    r4 = rows.loc[rows["row"] == "R4", "label"]
+    compare_with_paper(row_axes[:2], seeds, rows.set_index("label")["paper_val_ppl"], order, "validation perplexity",
+                       baseline=r4.iloc[0] if len(r4) else None, title=data_label(dataset, rows["corpus"].iloc[0]))
+    compare_legend(row_axes[1], capped=bool(seeds["capped"].any()))
+    row_axes[2].set_axis_off()
 params = table.drop_duplicates("label").set_index("label").loc[order]
+ax = axes[0][2]
+ax.set_axis_on()
 x = range(len(params))
-axes[-1].bar([i - 0.2 for i in x], params["ru_params_m"], width=0.4, label="ours (trained model)")
-bars = axes[-1].bar([i + 0.2 for i in x], params["paper_ru_params_m"], width=0.4, label="paper")
+ax.bar([i - 0.2 for i in x], params["ru_params_m"], width=0.4, label="ours (trained model)")
+bars = ax.bar([i + 0.2 for i in x], params["paper_ru_params_m"], width=0.4, color="0.75", edgecolor="black",
+              label="paper (printed)")
 for bar, fits in zip(bars, params["paper_params_fit"]):
     bar.set_hatch("" if fits else "//")
-axes[-1].set_xticks(list(x), params.index + " " + params["context"] + "/" + params["input"], rotation=30,
-                    ha="right")
-axes[-1].set(ylabel="recurrent-unit parameters (M)", title="RU parameters (hatched: the paper's count does not fit)")
-axes[-1].legend()
-fig.suptitle("PRU Table 3: transformations of context and input", y=1.02)
+ax.set_xticks(list(x), order, rotation=30, ha="right")
+ax.set(ylabel="recurrent-unit parameters (M)", title="RU parameters (hatched: the paper's count does not fit)")
+ax.legend(fontsize=8)
+fig.suptitle(f"PRU Table 3: transformations of context and input, K = g = 4 ({scale_note(cells)})")
+fig.tight_layout(w_pad=2.5)
 save_figure(fig, figures[0])

@@ -27,9 +27,6 @@ tables = ["results/tables/pru_table4.csv"]
 figures = ["results/figures/pru_table4.png"]
 
 # %%
-import pandas as pd
-import seaborn as sns
-
 from rnnrepro.analysis import pru
 from rnnrepro.analysis.notebook import save, save_figure, setup
 
@@ -38,14 +35,28 @@ table = pru.table4(cells, study_config)
 save(table, tables[0], complete=["val_ppl"])
 table[["dataset", "method", "params", "val_ppl", "paper_val_ppl"]]
 
+# %% [markdown]
+# Per dataset, left: our validation perplexity of each sub-sampling method, every seed (a point; open:
+# a run its epoch cap stopped), mean (bar) and ± 1 standard deviation. Right: each method against
+# average pooling (the PRU's own) in percent, ours beside the paper's: what the claims (avg pool best,
+# max pool worst) compare, on one scale.
+
 # %%
-long = pd.concat([
-    table.assign(source=lambda t: "ours (" + t["budget"] + " budget)", ppl=table["val_ppl"]),
-    table.assign(source="paper", ppl=table["paper_val_ppl"]),
-], ignore_index=True)
-grid = sns.catplot(data=long, kind="point", x="method", y="ppl", hue="source", col="dataset",
-                   linestyle="none", sharey=False, height=4, aspect=1.2,
-                   order=[m for m in pru.SUBSAMPLE_LABELS.values() if m in set(table["method"])])
-grid.set_axis_labels("sub-sampling", "validation perplexity")
-grid.figure.suptitle("PRU Table 4: sub-sampling in the pyramidal transformation (g = 1, K = 4)", y=1.03)
-save_figure(grid.figure, figures[0])
+import matplotlib.pyplot as plt
+
+from rnnrepro.analysis.plotting import compare_legend, compare_with_paper, data_label, scale_note
+
+order = [m for m in pru.SUBSAMPLE_LABELS.values() if m in set(table["method"])]
+methods = dict(zip(table["model"], table["method"]))
+datasets = list(dict.fromkeys(table["dataset"]))
+fig, axes = plt.subplots(len(datasets), 2, figsize=(11, 4.2 * len(datasets)), squeeze=False)
+for row_axes, dataset in zip(axes, datasets):
+    rows = table[table["dataset"] == dataset]
+    seeds = cells[cells["dataset"] == dataset].assign(row=lambda c: c["model"].map(methods), value=lambda c: c["val_ppl"])
+    baseline = pru.SUBSAMPLE_LABELS["avg"] if pru.SUBSAMPLE_LABELS["avg"] in order else order[0]
+    compare_with_paper(row_axes, seeds, rows.set_index("method")["paper_val_ppl"], order, "validation perplexity",
+                       baseline=baseline, title=data_label(dataset, rows["corpus"].iloc[0]))
+    compare_legend(row_axes[1], capped=bool(seeds["capped"].any()))
+fig.suptitle(f"PRU Table 4: sub-sampling in the pyramidal transformation, g = 1, K = 4 ({scale_note(cells)})")
+fig.tight_layout(w_pad=2.5)
+save_figure(fig, figures[0])

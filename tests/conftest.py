@@ -5,6 +5,7 @@ import contextlib
 import io
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -81,6 +82,21 @@ def python_in(project: Path, *args: str, **kwargs) -> subprocess.CompletedProces
     env = {**os.environ, "PYTHONPATH": str(project / "src")}
     return subprocess.run([sys.executable, *args], cwd=project, capture_output=True, text=True, env=env,
                           timeout=900, **kwargs)
+
+
+RENDERED_LINE = re.compile(r"\[rnnrepro\] (\S+) (\S+): (.*)")
+
+
+def render_status(stdout: str) -> dict:
+    """``records render``'s line per artifact as ``{"<budget>:<study>/<artifact>": state}``; a rendered
+    one's time ("rendered in 4.2 s") left out of its state."""
+    found = {}
+    for line in stdout.splitlines():
+        match = RENDERED_LINE.fullmatch(line)
+        if match:
+            budget, key, state = match.groups()
+            found[f"{budget}:{key}"] = re.sub(r"^rendered in \d+\.\d s$", "rendered", state)
+    return found
 
 
 def train_cli(run_dir: Path, cfg: dict, **popen) -> subprocess.Popen:

@@ -103,7 +103,7 @@ def hand_written_runs() -> tuple[pd.DataFrame, pd.DataFrame]:
     """Two seeds' metrics and per-epoch histories, hand-written (no run produced them)."""
     cells = pd.DataFrame([
         {"dataset": "ptb", "corpus": "ptb", "model": "zaremba_small", "budget": "cpu", "params": 4653200,
-         "seed": seed, "val_ppl": val, "test_ppl": test, "epochs": 13, "train_seconds": seconds}
+         "seed": seed, "val_ppl": val, "test_ppl": test, "epochs": 13, "best_epoch": 7, "train_seconds": seconds}
         for seed, val, test, seconds in ((1111, 121.0, 115.5, 3000.0), (1112, 123.0, 117.5, 3600.0))])
     histories = pd.DataFrame([
         {"dataset": "ptb", "model": "zaremba_small", "seed": seed, "epoch": epoch, "val_ppl": val}
@@ -121,6 +121,10 @@ def test_calibration_table(study):
     assert row["test_ppl"] == 116.5 and row["test_ppl_samples"] == "115.5;117.5" and row["seeds"] == 2
     assert row["last_epoch_val_ppl"] == 123.0  # the last epoch's, not the last row's
     assert row["train_minutes"] == 55.0 and row["epochs"] == 13
+    assert row["scored_epoch"] == 7  # a run from before `score` existed scored its best epoch
+    # a recipe with `score: final` scores its last epoch, and says so
+    table = pru.calibration_table(cells.assign(scored_epoch=13), histories, study)
+    assert table.iloc[0]["scored_epoch"] == 13
     assert (row["paper_val_ppl"], row["paper_test_ppl"]) == (120.7, 114.5)
 
 

@@ -11,11 +11,14 @@ from pathlib import Path
 import pandas as pd
 import pytest
 import yaml
-from conftest import copy_project, python_in, snakemake
+from conftest import copy_project, python_in, render_status, snakemake
 
 from rnnrepro import grid
-from rnnrepro.analysis.claims import (COUNTED, HELD, INCONCLUSIVE, NOT_HELD, NOT_TESTED, ClaimError, cases, check_claims,
-                                      check_holds, evaluate_study, scorecard, seed_verdict)
+from rnnrepro.analysis.claims import (CAPPED, COLUMNS, COUNTED, FRAGILE, HELD, INCONCLUSIVE, NOT_HELD, NOT_TESTABLE,
+                                      NOT_TESTED, NOT_YET_RUN, OTHER_SCALE_COLUMNS, STILL_IMPROVING, ClaimError,
+                                      beside_other_scales, cases, check_claims, check_holds, evaluate_study, scorecard,
+                                      read_scorecard, seed_verdict)
+from rnnrepro.analysis.claims import outputs as claims_outputs
 from rnnrepro.configuration import ConfigError, load_run_config, load_study, load_yaml, REPO_ROOT
 
 
@@ -156,18 +159,21 @@ def test_check_kinds(kind, values, holds):
 
 
 @pytest.mark.parametrize("kind, samples, verdict", [
-    # every seed of a below every seed of b: held; every one above: not held; overlapping: inconclusive
+    # every seed of a below every seed of b, and the interval below zero: held; every one above: not held;
+    # overlapping: inconclusive
     ("less_than", [[60.1, 60.5, 61.0], [62.0, 62.2, 63.0]], HELD),
     ("less_than", [[64.0, 64.5, 65.0], [62.0, 62.2, 63.0]], NOT_HELD),
     ("less_than", [[60.0, 62.5, 61.0], [62.0, 62.2, 63.0]], INCONCLUSIVE),
-    ("greater_than", [[3.0, 3.1], [1.0, 2.9]], HELD),
+    ("greater_than", [[3.0, 3.1, 3.05], [1.0, 1.2, 1.1]], HELD),
+    # every seed beyond every seed, but two seeds with a wide spread: the interval spans zero
+    ("greater_than", [[3.0, 3.1], [1.0, 2.9]], INCONCLUSIVE),
     # chains: every needed pair must go the claimed way; one pair the other way is enough to fail
-    ("decreasing", [[9.0, 9.5], [7.0, 8.0], [5.0, 6.0]], HELD),
-    ("decreasing", [[9.0, 9.5], [7.0, 8.0], [7.5, 8.5]], INCONCLUSIVE),
-    ("decreasing", [[9.0, 9.5], [7.0, 8.0], [8.5, 8.6]], NOT_HELD),
-    ("lowest", [[1.0, 1.1], [2.0, 2.5], [1.05, 3.0]], INCONCLUSIVE),
-    ("lowest", [[1.0, 1.1], [2.0, 2.5], [0.5, 0.9]], NOT_HELD),
-    ("highest", [[5.0, 5.1], [2.0, 2.5], [4.0, 4.9]], HELD),
+    ("decreasing", [[9.0, 9.5, 9.2], [7.0, 7.5, 7.2], [5.0, 5.5, 5.2]], HELD),
+    ("decreasing", [[9.0, 9.5, 9.2], [7.0, 8.0, 7.5], [7.5, 8.5, 8.0]], INCONCLUSIVE),
+    ("decreasing", [[9.0, 9.5, 9.2], [7.0, 7.5, 7.2], [8.5, 8.6, 8.55]], NOT_HELD),
+    ("lowest", [[1.0, 1.1, 1.05], [2.0, 2.5, 2.2], [1.05, 3.0, 2.0]], INCONCLUSIVE),
+    ("lowest", [[1.0, 1.1, 1.05], [2.0, 2.5, 2.2], [0.5, 0.6, 0.55]], NOT_HELD),
+    ("highest", [[5.0, 5.1, 5.05], [2.0, 2.5, 2.2], [4.0, 4.1, 4.05]], HELD),
     # one seed each: the two numbers decide (a tie holds nothing)
     ("less_than", [[1.0], [2.0]], HELD), ("less_than", [[2.0], [2.0]], INCONCLUSIVE),
 ])
@@ -199,9 +205,11 @@ def test_verdicts_with_seeds_show_the_difference_and_the_spread():
     assert row["verdict"] == HELD and row["samples"] == "3 v 3"
     assert "3 seeds per row" in row["reason"] and row["ours"] == "a 61; b 64"
     assert row["difference"] == "-3" and row["spread"] == pytest.approx(1.0)
+    assert row["interval_method"] == "Welch t" and row["interval"] == "[-4.741, -1.259]"  # ±2.131847 x sqrt(2/3)
+    assert row["paper_difference"] == "-4" and row["flags"] == ""
     overlapping = verdicts(toy_study(), "cpu", seeded_table([60.0, 63.5, 62.0], [63.0, 64.0, 65.0]))
     assert overlapping["a_beats_b[dataset=ptb]"]["verdict"] == INCONCLUSIVE
-    assert "within their seed-to-seed spread" in overlapping["a_beats_b[dataset=ptb]"]["reason"]
+    assert "its seeds overlap or its 90 % interval spans zero" in overlapping["a_beats_b[dataset=ptb]"]["reason"]
     reversed_ = verdicts(toy_study(), "cpu", seeded_table([66.0, 67.0, 68.0], [63.0, 64.0, 65.0]))
     assert reversed_["a_beats_b[dataset=ptb]"]["verdict"] == NOT_HELD
 
@@ -478,7 +486,7 @@ def test_records_hold_only_the_small_files(recorded):
 def test_render_from_records_without_training(recorded):
     result = python_in(recorded, "-m", "rnnrepro.records", "render", "--budget", "reduced")
     assert result.returncode == 0, result.stdout + result.stderr
-    status = render_status(result)
+    status = render_status(result.stdout)
     assert status["reduced:pru/dropout"] == "rendered"
     assert status["reduced:pru/table1"].startswith("not rendered: ") and "not recorded" in status["reduced:pru/table1"]
     # an artifact that reads evaluation outputs is rendered from records too, once they are all there
@@ -499,10 +507,6 @@ def test_render_from_records_without_training(recorded):
     assert card[card["table"] == "pru_table1"]["reason"].str.contains("not recorded").all()
     assert (tree / "figures/claims.png").exists()
     assert (recorded / "results/claims_by_budget.png").exists()
-
-
-def render_status(result) -> dict:
-    return dict(line.split(None, 1) for line in result.stdout.strip().splitlines())
 
 
 def test_a_render_refreshes_what_an_earlier_render_wrote(recorded):
@@ -532,7 +536,7 @@ def test_a_stale_record_is_not_rendered(recorded):
     try:
         result = python_in(recorded, "-m", "rnnrepro.records", "render", "--budget", "reduced")
         assert result.returncode == 0, result.stderr
-        status = render_status(result)["reduced:pru/dropout"]
+        status = render_status(result.stdout)["reduced:pru/dropout"]
         assert "stale record (the study file changed: recipe.lr 20.0 -> 30.0)" in status, status
         card = pd.read_csv(recorded / "results/reduced/tables/claims.csv")
         assert card[card["table"] == "pru_dropout"]["reason"].str.contains("stale").all()
@@ -590,13 +594,14 @@ def test_claims_rule_command_writes_the_scorecard(tmp_path):
     rows = [("gru_2x600", 2.2, 3.0, 2.1497), ("lstm_2x600", 2.3, 2.9, 2.2899), ("nlstm_1x600_d2", 2.6, 2.8, 2.6051)]
     table = pd.DataFrame(
         [{"dataset": "text8_autocomplete", "model": m, "seed": 1111, "test_cross_entropy_mean": ce,
-          "early_val_loss_mean": early, "paper_test_cross_entropy": paper} for m, ce, early, paper in rows])
+          "early_val_area_mean": early, "paper_test_cross_entropy": paper} for m, ce, early, paper in rows])
     (project / "results/tables").mkdir(parents=True)
     table.to_csv(project / "results/tables/nlstm_test.csv", index=False)
     run_config = json.dumps({"budget": "reduced", "seeds": [1111], "studies": ["nlstm"]})
     result = python_in(project, "-m", "rnnrepro.analysis.claims", "notebooks/claims.py", "results/notebooks/claims.ipynb",
                        "--run-config", run_config, "--tables-in", "results/tables/nlstm_test.csv",
-                       "--table", "results/tables/claims.csv", "--figure", "results/figures/claims.png")
+                       "--tables", "results/tables/claims.csv", "results/tables/claims_effects.csv",
+                       "--figures", "results/figures/claims.png", "results/figures/claims_effects_nlstm.png")
     assert result.returncode == 0, result.stderr
     card = pd.read_csv(project / "results/tables/claims.csv").set_index("claim")
     assert card.loc["cross_entropy_ranking", "verdict"] == HELD
@@ -613,3 +618,235 @@ def test_early_validation_loss_is_the_check_an_eighth_of_the_way():
     early = early_validation_loss(curves).set_index("model")
     assert early.loc["a", "early_iteration"] == 100 and early.loc["a", "early_val_loss"] == 5.0
     assert early.loc["b", "early_val_loss_mean"] == 6.0
+
+
+# --- effects, paired comparisons, claims not testable at a scale, flags ------------------------------
+
+def scaled_study(**claim_fields) -> dict:
+    """The toy study with a second scale of its cpu budget (cpu_wide, `scale_of: cpu`)."""
+    study = toy_study(**claim_fields)
+    study["budgets"]["cpu_wide"] = {"cpu_hours": 1, "scale_of": "cpu"}
+    return study
+
+
+def test_a_paired_claim_compares_each_seeds_difference():
+    """Finetuning lowers every seed by 1.4, 3.1 and 1.6, but the seeds spread wider than that: pooled, the
+    rows overlap (inconclusive); paired by seed, the claim holds, with the paired t interval."""
+    table = seeded_table([298.6, 306.9, 293.4], [300.0, 310.0, 295.0])
+    pooled = verdicts(toy_study(), "cpu", table)["a_beats_b[dataset=ptb]"]
+    assert pooled["verdict"] == INCONCLUSIVE and pooled["interval_method"] == "Welch t"
+    paired = verdicts(toy_study(paired=True), "cpu", table)["a_beats_b[dataset=ptb]"]
+    assert paired["verdict"] == HELD and paired["interval_method"] == "paired t"
+    assert "paired by seed" in paired["reason"] and "every per-seed difference" in paired["reason"]
+    # -2.033 ± t(2) 2.919986 x sd 0.929 / sqrt(3)
+    assert paired["difference"] == "-2.033" and paired["interval"] == "[-3.6, -0.4669]"
+
+
+def test_a_budget_that_is_a_scale_of_another_is_testable_where_that_one_is():
+    study = scaled_study(testable=["cpu"])
+    table = seeded_table([60.0, 61.0, 62.0], [63.0, 64.0, 65.0])
+    assert verdicts(study, "cpu_wide", table)["a_beats_b[dataset=ptb]"]["verdict"] == HELD
+    assert verdicts(study, "reduced", table)["a_beats_b[dataset=ptb]"]["verdict"] == NOT_TESTED
+
+
+def test_a_claim_not_testable_at_a_scale_says_why_and_shows_its_effect():
+    study = scaled_study(not_testable={"cpu": "the paper's regime is overfitting; these models are capacity-limited"})
+    table = seeded_table([60.0, 61.0, 62.0], [63.0, 64.0, 65.0])
+    for budget in ("cpu", "cpu_wide"):  # the second scale takes its base's reason
+        row = verdicts(study, budget, table)["a_beats_b[dataset=ptb]"]
+        assert row["verdict"] == NOT_TESTABLE and row["reason"].startswith("the paper's regime is overfitting")
+        assert row["difference"] == "-3" and row["interval"] == "[-4.741, -1.259]"
+    assert verdicts(study, "reduced", table)["a_beats_b[dataset=ptb]"]["verdict"] == HELD
+
+
+def test_rows_that_must_be_alike_and_are_not_are_not_testable():
+    study = toy_study(alike=["implementation"])
+    study["artifacts"]["t"]["columns"]["toy_t"].append("implementation")
+    table = toy_table().assign(implementation=lambda t: t["model"].map({"a": "loop", "b": "fused", "c": "loop"}))
+    row = verdicts(study, "cpu", table)["a_beats_b[dataset=ptb]"]
+    assert row["verdict"] == NOT_TESTABLE
+    assert row["reason"] == "the rows differ in implementation (b: fused; a: loop), so the comparison measures that, not the claim"
+    alike = verdicts(study, "cpu", table.assign(implementation="loop"))["a_beats_b[dataset=ptb]"]
+    assert alike["verdict"] == HELD
+
+
+def test_a_single_measurement_within_its_noise_is_not_testable():
+    study = toy_study(noise_floor={"relative": 0.1})
+    close = verdicts(study, "cpu", toy_table(a_ptb=63.0))["a_beats_b[dataset=ptb]"]   # 63 against 66: 4.5 %
+    assert close["verdict"] == NOT_TESTABLE
+    assert close["reason"] == "within the measurement's noise (±10%, one measurement each): a 63 against b 66"
+    assert verdicts(study, "cpu", toy_table(a_ptb=50.0))["a_beats_b[dataset=ptb]"]["verdict"] == HELD
+
+
+def test_fragile_flag_on_a_pair_decided_by_less_than_one_seed_deviation():
+    table = seeded_table([1.600, 1.604, 1.608, 1.612, 1.6156], [1.6160, 1.620, 1.624, 1.628, 1.632])
+    row = verdicts(toy_study(), "cpu", table)["a_beats_b[dataset=ptb]"]
+    assert row["verdict"] == HELD and row["flags"] == FRAGILE
+    assert row["flag_notes"].startswith("fragile: a - b: closest seeds 0.0004 apart, seed-to-seed sd 0.00")
+    clear = verdicts(toy_study(), "cpu", seeded_table([60.0, 61.0, 62.0], [63.0, 64.0, 65.0]))
+    assert clear["a_beats_b[dataset=ptb]"]["flags"] == ""
+
+
+def write_toy_run(root: Path, model: str, seed: int, losses: list[float], cap: int) -> None:
+    """A hand-written run folder of the toy study's cpu grid (FIXTURE numbers, no training)."""
+    folder = root / "runs" / grid.Cell("toy", "ptb", model, 100, seed, "cpu").key
+    folder.mkdir(parents=True)
+    (folder / "config.json").write_text(json.dumps({"recipe": {"epochs": cap}}))
+    (folder / "metrics.json").write_text(json.dumps({"model": model, "dataset": "ptb", "seed": seed,
+                                                     "params": 5000 if model == "a" else 7000}))
+    pd.DataFrame({"epoch": range(1, len(losses) + 1), "val_loss": losses}).to_csv(folder / "history.csv", index=False)
+
+
+def test_flags_for_runs_still_improving_or_capped(tmp_path):
+    """Row a's runs were still falling 0.2 % an epoch when they stopped; row b's ran to their cap of 4."""
+    from rnnrepro.analysis.run_endings import run_endings
+
+    study = {**toy_study(), "models": {"a": {}, "b": {}, "c": {}}}
+    config = {"budget": "cpu", "seeds": [1, 2, 3]}
+    for seed in (1, 2, 3):
+        write_toy_run(tmp_path, "a", seed, [5.0 - 0.002 * e for e in range(1, 11)], cap=100)
+        write_toy_run(tmp_path, "b", seed, [5.0, 4.8, 4.9, 4.95], cap=4)
+    runs = run_endings({"toy": study}, config, tmp_path)
+    assert len(runs) == 6
+    table = seeded_table([60.0, 61.0, 62.0], [63.0, 64.0, 65.0])
+    row = {r["claim"]: r for r in evaluate_study(study, config, {"toy_t": table}, runs=runs)}["a_beats_b[dataset=ptb]"]
+    assert row["flags"] == f"{STILL_IMPROVING}, {CAPPED}"
+    assert "still improving: a 3/3 seeds, val perplexity falling 0.2 %/epoch" in row["flag_notes"]
+    assert "capped: b 3/3 seeds at the 4-epoch cap" in row["flag_notes"]
+    assert row["params"] == 6000 and row["pairs"][0]["params"] == 6000
+
+
+def card_row(study: str, claim: str, verdict: str, **more) -> dict:
+    return {"study": study, "claim": claim, "verdict": verdict, "difference": "-3", "interval": "[-4, -2]",
+            "flags": "", "params": 5000.0, **more}
+
+
+def test_the_other_scale_is_shown_beside_or_said_not_yet_run():
+    study = scaled_study()
+    card = pd.DataFrame([card_row("toy", "a_beats_b[dataset=ptb]", HELD)] + [card_row("other", "x", HELD)])
+    card = card.assign(**{column: "" for column in OTHER_SCALE_COLUMNS})
+    studies = {"toy": study, "other": toy_study()}
+    waiting = beside_other_scales(card, studies, "cpu", {"cpu_wide": None}).set_index("claim")
+    assert waiting.loc["a_beats_b[dataset=ptb]", "other_scale"] == "cpu_wide"
+    assert waiting.loc["a_beats_b[dataset=ptb]", "other_scale_verdict"] == NOT_YET_RUN
+    assert waiting.loc["x", "other_scale_verdict"] == ""   # a study with no second scale
+    wide = pd.DataFrame([card_row("toy", "a_beats_b[dataset=ptb]", INCONCLUSIVE, difference="-1.5",
+                                  interval="[-4, +1]", flags=FRAGILE, params=20000.0)])
+    shown = beside_other_scales(card, studies, "cpu", {"cpu_wide": wide}).set_index("claim")
+    assert shown.loc["a_beats_b[dataset=ptb]", ["other_scale_verdict", "other_scale_difference",
+                                                "other_scale_interval", "other_scale_flags",
+                                                "other_scale_params"]].tolist() == [
+        INCONCLUSIVE, "-1.5", "[-4, +1]", FRAGILE, "2e+04"]
+
+
+def scale_project(tmp_path, with_wide: bool):
+    """A project copy with hand-written lru_accuracy tables (FIXTURE numbers) of the cpu budget and, if
+    asked, of cpu_wide with its scorecard built first, as `records render` orders them."""
+    project = copy_project(tmp_path)
+    def write(budget, lru, gru, rhn):
+        rows = [{"dataset": "warpeace", "model": m, "test_loss": sum(v) / 3, "test_loss_samples": ";".join(map(str, v)),
+                 "paper_test_loss": p, "params": params}
+                for m, v, p, params in (("lru_24m", lru, 1.151, 1.2e5 if budget == "cpu" else 4.8e5),
+                                        ("gru_24m", gru, 1.165, 1.2e5 if budget == "cpu" else 4.8e5),
+                                        ("rhn_24m", rhn, 1.202, 1.2e5 if budget == "cpu" else 4.8e5))]
+        folder = project / grid.results_dir(budget) / "tables"
+        folder.mkdir(parents=True)
+        pd.DataFrame(rows).to_csv(folder / "lru_accuracy.csv", index=False)
+        return folder / "lru_accuracy.csv"
+
+    def claims(budget, table):
+        root = grid.results_dir(budget)
+        files = claims_outputs(root, ["lru"])
+        result = python_in(project, "-m", "rnnrepro.analysis.claims", "notebooks/claims.py", f"{root}/notebooks/claims.ipynb",
+                           "--run-config", json.dumps({"budget": budget, "seeds": [1111, 1112, 1113], "studies": ["lru"]}),
+                           "--tables-in", str(table.relative_to(project)), "--tables", *files["tables"],
+                           "--figures", *files["figures"])
+        assert result.returncode == 0, result.stderr[-3000:]
+        return read_scorecard(project / files["tables"][0]).set_index("claim"), pd.read_csv(project / files["tables"][1])
+
+    cpu_table = write("cpu", [1.630, 1.633, 1.636], [1.655, 1.658, 1.661], [1.636, 1.639, 1.642])
+    if with_wide:
+        claims("cpu_wide", write("cpu_wide", [1.50, 1.51, 1.52], [1.55, 1.56, 1.57], [1.53, 1.54, 1.55]))
+    return project, *claims("cpu", cpu_table)
+
+
+@pytest.mark.parametrize("with_wide", [False, True])
+def test_the_cpu_scorecard_reads_its_second_scale(tmp_path, with_wide):
+    project, card, pairs = scale_project(tmp_path, with_wide)
+    row = card.loc["lru_beats_gru[dataset=warpeace]"]
+    assert row["verdict"] == HELD and row["difference"] == "-0.025" and row["paper_difference"] == "-0.014"
+    assert row["params"] == 1.2e5 and row["paper_params"] == 24e6
+    assert row["other_scale"] == "cpu_wide"
+    figure = project / "results/cpu/figures/claims_effects_lru.png"
+    assert figure.stat().st_size > 0
+    mine = pairs[pairs["claim"] == "lru_beats_gru[dataset=warpeace]"]
+    if not with_wide:
+        assert row["other_scale_verdict"] == NOT_YET_RUN and set(mine["budget"]) == {"cpu"}
+        return
+    assert row["other_scale_verdict"] == HELD and row["other_scale_difference"] == "-0.05"
+    assert row["other_scale_params"] == "4.8e+05"
+    assert set(mine["budget"]) == {"cpu", "cpu_wide"}
+    assert mine.set_index("budget").loc["cpu_wide", "params"] == 4.8e5
+    assert mine.set_index("budget").loc["cpu", "paper_params"] == 24e6
+
+
+def test_scale_budgets_render_before_their_base():
+    from rnnrepro.records import scales_first
+
+    assert scales_first(["cpu", "reduced", "cpu_wide", "cpu"], REPO_ROOT / "config/config.yaml") == [
+        "cpu_wide", "cpu", "reduced"]
+
+
+# --- the README's scorecard section --------------------------------------------------------------
+
+def readme_card(budget: str) -> pd.DataFrame:
+    """A hand-written rendered scorecard: one verdict from real data, one from exact counts, one not tested."""
+    base = {column: "" for column in COLUMNS}
+    rows = [{**base, "study": "toy", "claim": "a_beats_b[dataset=ptb]", "statement": "A is below B.", "verdict": HELD,
+             "paper": "a 62; b 66", "ours": "a 61; b 64", "difference": "-3", "paper_difference": "-4",
+             "interval": "[-4.741, -1.259]", "flags": FRAGILE, "budget": budget, "data": "real",
+             "other_scale": "cpu_wide" if budget == "cpu" else "", "other_scale_verdict": NOT_YET_RUN if budget == "cpu" else ""},
+            {**base, "study": "toy", "claim": "counts", "statement": "Sizes order.", "verdict": HELD, "budget": budget,
+             "data": COUNTED},
+            {**base, "study": "toy", "claim": "later", "statement": "Later.", "verdict": NOT_TESTED, "budget": budget,
+             "data": "real"}]
+    return pd.DataFrame(rows)
+
+
+def test_readme_section_lists_each_verdict_from_real_data():
+    from rnnrepro.readme_scorecard import section
+
+    text = section({"cpu": readme_card("cpu"), "reduced": readme_card("reduced")})
+    assert text.startswith("Of the 6 scorecard rows of these budgets, 2 have a verdict from real data "
+                           "(1 at `cpu`, 1 at `reduced`):")
+    assert ("| A is below B. (`a_beats_b`, cpu; dataset=ptb) | a 62; b 66 | a 61; b 64 | -3 (paper -4) | "
+            "[-4.741, -1.259] | held | fragile | cpu_wide: not yet run |") in text
+    assert "Decided from exact parameter counts, without training: 1 at `cpu`, 1 at `reduced`." in text
+
+
+def test_readme_check_fails_when_the_section_differs(tmp_path, monkeypatch):
+    from rnnrepro.readme_scorecard import BEGIN, END, section, update
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / grid.results_dir("cpu") / "tables").mkdir(parents=True)
+    readme_card("cpu").to_csv(tmp_path / grid.results_dir("cpu") / "tables/claims.csv", index=False)
+    readme = tmp_path / "README.md"
+    readme.write_text(f"# title\n\n{BEGIN}\nold numbers\n{END}\n\nafter\n")
+    fresh, message = update(readme, ["cpu"], check=True)
+    assert not fresh and "differs from the rendered scorecards of cpu" in message
+    assert "old numbers" in readme.read_text()
+    assert update(readme, ["cpu"], check=False)[0]
+    assert readme.read_text() == f"# title\n\n{BEGIN}\n{section({'cpu': readme_card('cpu')})}{END}\n\nafter\n"
+    assert update(readme, ["cpu"], check=True) == (True, f"{readme}: the scorecard section matches cpu")
+    readme.write_text("# no markers\n")
+    with pytest.raises(ValueError, match="needs exactly one pair of scorecard markers"):
+        update(readme, ["cpu"], check=True)
+
+
+def test_readme_section_shows_the_other_scales_effect():
+    from rnnrepro.readme_scorecard import section
+
+    card = readme_card("cpu")
+    card.loc[0, ["other_scale_verdict", "other_scale_difference", "other_scale_interval"]] = [
+        HELD, "-0.05", "[-0.07, -0.03]"]
+    assert "| held | fragile | cpu_wide: held, -0.05 [-0.07, -0.03] |" in section({"cpu": card})

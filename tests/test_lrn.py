@@ -310,7 +310,7 @@ def test_smoke_grid_is_small(study):
 
 def test_claims_hold_on_the_papers_own_numbers(study):
     """Tables holding the paper's numbers as ours: every claim must hold (else it misreads the paper)."""
-    from rnnrepro.analysis.claims import HELD, evaluate_study
+    from rnnrepro.analysis.claims import HELD, NOT_TESTABLE, evaluate_study
     lm_rows = []
     for dataset, models in study["paper"]["lm"].items():
         for model, values in models.items():
@@ -330,4 +330,10 @@ def test_claims_hold_on_the_papers_own_numbers(study):
               "lrn_params": pd.DataFrame(params_rows)}
     verdicts = evaluate_study(study, run_config("paper"), tables)
     assert len(verdicts) == 1 + 2 + 2 + 10 + 10 + 1 + 2
-    assert [v["claim"] for v in verdicts if v["verdict"] != HELD] == []
+    # the paper's LRN and ATR times are 0.5 % apart: as one measurement of ours, within its noise
+    speed = {"lrn_fastest_lm", "lrn_fastest_layer"}
+    assert [v["claim"] for v in verdicts if v["verdict"] != HELD and v["claim"] not in speed] == []
+    for verdict in (v for v in verdicts if v["claim"] in speed):
+        assert verdict["verdict"] == NOT_TESTABLE and verdict["paper_check"] == HELD
+        assert verdict["reason"].startswith("within the measurement's noise (±10%, one measurement each): lrn 0.7977 "
+                                            "against atr 0.8015")

@@ -2,38 +2,71 @@
 scorecard on any machine. The mechanism itself is tested on hand-written fixtures in test_claims.py;
 this checks the real records stay renderable as the notebooks and study files change."""
 
+import re
 import shutil
 import sys
 from pathlib import Path
 
 import pandas as pd
 import pytest
-from conftest import copy_project, python_in
+from conftest import copy_project, python_in, render_status
 
+from rnnrepro import grid
 from rnnrepro.analysis.claims import COUNTED
-from rnnrepro.configuration import REPO_ROOT, load_study
+from rnnrepro.configuration import REPO_ROOT, load_run_config, load_study, load_yaml
 
 RECORDED_BUDGETS = sorted(p.name for p in (REPO_ROOT / "records").iterdir() if p.is_dir())
 
 
-@pytest.mark.parametrize("budget", RECORDED_BUDGETS)
-def test_recorded_runs_render_into_tables_and_the_scorecard(budget, tmp_path):
-    project = copy_project(tmp_path)
+@pytest.fixture(scope="module")
+def rendered(tmp_path_factory):
+    """A project copy with the repository's records, every recorded budget rendered in one command."""
+    project = copy_project(tmp_path_factory.mktemp("rendered"))
     shutil.copytree(REPO_ROOT / "records", project / "records")
-    result = python_in(project, "-m", "rnnrepro.records", "render", "--budget", budget)
+    result = python_in(project, "-m", "rnnrepro.records", "render",
+                       *(word for budget in RECORDED_BUDGETS for word in ("--budget", budget)))
     assert result.returncode == 0, result.stdout + result.stderr[-3000:]
-    status = {key.removeprefix(f"{budget}:"): state
-              for key, state in (line.split(None, 1) for line in result.stdout.strip().splitlines())}
-    rendered = [key for key, state in status.items() if state == "rendered" and key != "claims"]
-    assert rendered and status["claims"] == "rendered", status
+    # every line the render's own; the notebooks' kernels say nothing
+    assert all(line.startswith("[rnnrepro] ") for line in result.stdout.strip().splitlines()), result.stdout
+    assert "IPKernelApp" not in result.stdout + result.stderr and "WARNING" not in result.stderr, result.stderr
+    return project, result.stdout
+
+
+@pytest.mark.parametrize("budget", RECORDED_BUDGETS)
+def test_recorded_runs_render_into_tables_and_the_scorecard(budget, rendered):
+    project, stdout = rendered
+    status = {key.removeprefix(f"{budget}:"): state for key, state in render_status(stdout).items()
+              if key.startswith(f"{budget}:")}
+    rendered_artifacts = [key for key, state in status.items() if state == "rendered" and key != "claims"]
+    assert rendered_artifacts and status["claims"] == "rendered", status
+    # it talks: a line per artifact of every study with this budget, a rendered one with its time, then
+    # the counts and where the results are
+    lines = [line for line in stdout.strip().splitlines()
+             if line.startswith((f"[rnnrepro] {budget} ", f"[rnnrepro] {budget}: "))]
+    names = load_run_config(load_yaml(REPO_ROOT / "config/config.yaml"))["studies"]
+    studies = grid.studies_with_budget({name: load_study(name) for name in names}, budget)
+    assert len(status) == sum(len(study["artifacts"]) for study in studies.values()) + 1, status  # + the scorecard
+    assert sum(bool(re.search(r": rendered in \d+\.\d s$", line)) for line in lines) == len(rendered_artifacts) + 1
+    summary = next(line for line in lines if line.startswith(f"[rnnrepro] {budget}: "))
+    assert f"{len(rendered_artifacts)} of {len(status) - 1} artifacts rendered" in summary, summary
+    assert f"results/{budget}/" in summary
 
     card = pd.read_csv(project / "results" / budget / "tables/claims.csv")
-    tables = {table for key in rendered for table in _tables(*key.split("/"))}
+    tables = {table for key in rendered_artifacts for table in _tables(*key.split("/"))}
     for table in tables:
         mine = card[card["table"] == table]
         assert (mine["budget"] == budget).all() and mine["data"].isin(["real", COUNTED]).all(), table
     # a verdict only where its table was rendered from the records
     assert set(card[card["verdict"].isin(["held", "not held", "inconclusive"])]["table"]) <= tables
+
+
+def test_readme_scorecard_is_the_rendered_one(rendered):
+    """README.md's scorecard section is what `records readme` writes from the rendered records."""
+    project, _ = rendered
+    shutil.copy(REPO_ROOT / "README.md", project / "README.md")
+    result = python_in(project, "-m", "rnnrepro.records", "readme", "--check")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "the scorecard section matches" in result.stdout
 
 
 def _tables(study: str, artifact: str) -> list[str]:

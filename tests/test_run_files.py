@@ -116,9 +116,9 @@ def test_failed_notebook_copy_is_removed_after_a_successful_rerun(tmp_path, monk
 
 
 def test_a_kernel_that_dies_while_starting_is_started_again(tmp_path, monkeypatch, capsys):
-    """jupyter_client's kernel ports can be taken by a process starting at the same moment: the kernel
-    dies before it answers, having run no cell. The notebook then runs in another kernel; a kernel that
-    never starts is still an error."""
+    """A kernel can die before it answers, having run no cell (over TCP, a process starting at the same
+    moment could take its ports). The notebook then runs in another kernel; a kernel that never starts
+    is still an error."""
     monkeypatch.chdir(tmp_path)
     notebook = tmp_path / "x.py"
     notebook.write_text(NOTEBOOK)
@@ -205,3 +205,44 @@ def test_figure_4_names_a_damaged_model_file(tmp_path):
                           "--figures", "out/fig4.png"], cwd=tmp_path, capture_output=True, text=True, timeout=300)
     assert out.returncode == 1, out.stderr
     assert f"{weights} is damaged" in out.stderr and "delete it and its metrics.json, then rerun" in out.stderr
+
+
+SHARING = '''# ---
+# jupyter:
+#   kernelspec:
+#     display_name: Python 3
+#     language: python
+#     name: python3
+# ---
+
+# %% tags=["parameters"]
+tables = []
+figures = []
+leave = False
+
+# %%
+import os
+from pathlib import Path
+
+assert "left_behind" not in globals(), "a variable of the notebook before survived"
+if leave:
+    left_behind = 1
+Path(tables[0]).write_text(f"pid\\n{os.getpid()}\\n")
+'''
+
+
+def test_notebooks_in_a_shared_kernel_start_from_an_empty_namespace(tmp_path, monkeypatch):
+    """`records render` runs a worker's notebooks in turn in one kernel: each sees nothing the one before
+    defined, and the kernel is gone afterwards."""
+    monkeypatch.chdir(tmp_path)
+    notebook = tmp_path / "share.py"
+    notebook.write_text(SHARING)
+    with run_notebook.shared_kernel() as kernel:
+        for name, leave in (("first", True), ("second", False)):
+            run_notebook.run(notebook, tmp_path / f"{name}.ipynb",
+                             {"tables": [str(tmp_path / f"{name}.csv")], "figures": [], "leave": leave},
+                             kernel=kernel)
+        assert kernel.is_alive()
+    assert not kernel.is_alive()
+    pids = {(tmp_path / f"{name}.csv").read_text().split()[1] for name in ("first", "second")}
+    assert len(pids) == 1  # one kernel ran both

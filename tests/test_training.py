@@ -794,3 +794,22 @@ def test_random_states_of_a_checkpoint_loaded_onto_the_gpu_restore_the_streams(t
     checkpoint.set_rng_state(checkpoint.load(tmp_path / "last.pt", torch.device("cuda"))["rng"])
     assert torch.equal(torch.rand(3), expected[0])
     assert torch.equal(torch.rand(3, device="cuda"), expected[1])
+
+
+def test_a_recipe_scoring_the_final_epoch_scores_its_weights(corpus_dir, short_train_file, tmp_path):
+    """`score: final` (Zaremba et al.'s code) evaluates the last epoch's weights, not the best
+    validation epoch's; metrics.json says which epoch it scored. Training itself is the same."""
+    common = dict(train_file=short_train_file, epochs=3, lr=200.0)  # a rate that makes validation move about
+    best_cfg = smoke_config(corpus_dir, "zaremba_small", **common)
+    final_cfg = smoke_config(corpus_dir, "zaremba_small", **common, score="final")
+    for name, cfg in (("best", best_cfg), ("final", final_cfg)):
+        code, err = train_here(tmp_path / name, cfg)
+        assert code == 0, err
+    best, final = (json.loads((tmp_path / name / "metrics.json").read_text()) for name in ("best", "final"))
+    assert history_without_timing(tmp_path / "best") == history_without_timing(tmp_path / "final")
+    assert best["scored_epoch"] == best["best_epoch"] and final["scored_epoch"] == 3
+    # at smoke the final evaluation reads validation as the epochs' checks do (batch 16): each scored
+    # number is its epoch's
+    history = pd.read_csv(tmp_path / "final" / "history.csv").set_index("epoch")["val_loss"]
+    assert final["val_loss"] == pytest.approx(history[3], rel=1e-9)
+    assert best["val_loss"] == pytest.approx(history[best["best_epoch"]], rel=1e-9) == pytest.approx(history.min())

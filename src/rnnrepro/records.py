@@ -46,6 +46,7 @@ import dataclasses
 import fnmatch
 import hashlib
 import json
+import multiprocessing
 import os
 import re
 import shutil
@@ -59,6 +60,7 @@ from pathlib import Path
 from . import grid, layout
 from .analysis.claims import is_synthetic
 from .artifact_inputs import write_inputs_list
+from .analysis.claims import outputs as claims_outputs
 from .configuration import ConfigError, check_budget, load_run_config, load_study, load_yaml, schema_problems
 from .custom_cells import check_custom_cells, export as export_custom_cells
 from .evaluation.plan import artifact_evaluation_files
@@ -375,68 +377,175 @@ def _artifact_problem(study: dict, config: dict, artifact: str, records: Path) -
     return f"{what}{f' ({stale} stale)' if stale else ''}, e.g. {unusable[0]}"
 
 
-def render(budget: str, records: Path = RECORDS, config_file: Path = Path("config/config.yaml"),
-           custom_file: Path | None = None) -> dict:
-    """Render every artifact whose records are all there and current, then the scorecard (with the cells
-    of your own of ``custom_file``, where given). Returns artifact -> status ("rendered", "not rendered:
-    <why>", "failed: <error>")."""
+@dataclasses.dataclass
+class Rendering:
+    """One artifact of a render: the notebook to run and its parameters, or why it is not run."""
+    key: str                        # <study>/<artifact>
+    notebook: Path | None = None
+    executed: Path | None = None
+    parameters: dict | None = None
+    tables: list[str] = dataclasses.field(default_factory=list)
+    state: str = ""                 # "rendered", "not rendered: <why>", "not in ...", "failed: <error>"
+    seconds: float = 0.0
+
+
+def render_plan(budget: str, config: dict, studies: dict, records: Path) -> list[Rendering]:
+    """Every artifact of the budget's studies: a notebook run where its records are all there and
+    current, or the reason it is not rendered."""
+    plan = []
+    for name, study in studies.items():
+        for artifact, spec in study["artifacts"].items():
+            item = Rendering(f"{name}/{artifact}")
+            plan.append(item)
+            if artifact not in grid.artifacts(study, config):
+                item.state = f"not in the {budget} budget (its `omit`)"
+                continue
+            out_tables, out_figures, notebook = _outputs(study, name, artifact, budget)
+            item.tables = out_tables
+            problem = _artifact_problem(study, config, artifact, records)
+            if problem is not None:
+                item.state = f"not rendered: {problem}"
+                continue
+            metrics = [f"{cell.run_dir}/metrics.json" for cell in grid.artifact_cells(study, config, artifact)]
+            # what the tables are made from, as the workflow lists it: a rendered table stays up to date
+            # for Snakemake until the grid changes (rnnrepro.artifact_inputs)
+            write_inputs_list(study, config, artifact)
+            item.notebook, item.executed = Path(spec["notebook"]), Path(notebook)
+            item.parameters = {"study": name, "artifact": artifact,
+                               "metrics_files": [str(Path(m).resolve()) for m in metrics],
+                               "tables": [str(Path(t).resolve()) for t in out_tables],
+                               "figures": [str(Path(f).resolve()) for f in out_figures]}
+    return plan
+
+
+_WORKER_KERNEL = None  # a render worker's kernel, shared by the notebooks the worker runs
+
+
+def _start_worker_kernel() -> None:
+    """A render worker's start: one kernel for every notebook it runs (run_notebook.shared_kernel),
+    shut down when the worker process ends."""
+    from multiprocessing import util
+
+    from .analysis.run_notebook import shared_kernel
+
+    global _WORKER_KERNEL
+    kernel = shared_kernel()
+    _WORKER_KERNEL = kernel.__enter__()
+    util.Finalize(None, kernel.__exit__, args=(None, None, None), exitpriority=10)
+
+
+def _run_notebook(notebook: Path, executed: Path, parameters: dict) -> tuple[str, float]:
+    """Run one artifact's notebook in the worker's kernel; returns its state and seconds."""
     from .analysis.run_notebook import run
 
+    started = time.monotonic()
+    for path in parameters["tables"] + parameters["figures"]:
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
+    try:
+        run(notebook, executed, parameters, kernel=_WORKER_KERNEL)
+        state = "rendered"
+    except RuntimeError as error:
+        if "model.pt" in str(error) or f"{grid.PROCESSED}/" in str(error):
+            state = ("not rendered: it needs the cells' weights (model.pt) or the prepared corpus "
+                     f"({grid.PROCESSED}/), which records do not keep")
+        else:
+            state = f"failed: {error}"
+    return state, time.monotonic() - started
+
+
+def say_rendered(budget: str, item: Rendering) -> None:
+    """One line per artifact as its render ends: ``[rnnrepro] <budget> <study>/<artifact>: <state>``."""
+    timing = f" in {item.seconds:.1f} s" if item.state == "rendered" else ""
+    print(f"[rnnrepro] {budget} {item.key}: {item.state}{timing}", flush=True)
+
+
+def render(budget: str, records: Path = RECORDS, config_file: Path = Path("config/config.yaml"),
+           jobs: int = 2, kernel=None, custom_file: Path | None = None) -> dict:
+    """Render every artifact whose records are all there and current (``jobs`` worker processes side by
+    side, each running its notebooks in turn in one kernel), then the scorecard, saying each as it ends,
+    with the cells of your own of ``custom_file`` where given. Returns artifact -> state ("rendered", "not
+    rendered: <why>", "not in the <budget> budget ...", "failed: <error>"). ``kernel``: where the
+    scorecard's notebook runs (run_notebook.shared_kernel; a fresh one without)."""
+    from concurrent.futures import ProcessPoolExecutor, as_completed
+
+    from .analysis.run_notebook import run
+
+    started = time.monotonic()
     config, studies = _load(budget, config_file, custom_file=custom_file)
     restore(records, budget)
     root = grid.results_dir(budget)
-    status, tables, unrendered = {}, [], {}
-    for name, study in studies.items():
-        for artifact, spec in study["artifacts"].items():
-            key = f"{name}/{artifact}"
-            if artifact not in grid.artifacts(study, config):
-                status[key] = f"not in the {budget} budget (its `omit`)"
-                continue
-            out_tables, out_figures, notebook = _outputs(study, name, artifact, budget)
-            problem = _artifact_problem(study, config, artifact, records)
-            if problem is None:
-                metrics = [f"{cell.run_dir}/metrics.json" for cell in grid.artifact_cells(study, config, artifact)]
-                parameters = {"study": name, "artifact": artifact,
-                              "metrics_files": [str(Path(m).resolve()) for m in metrics],
-                              "tables": [str(Path(t).resolve()) for t in out_tables],
-                              "figures": [str(Path(f).resolve()) for f in out_figures]}
-                for path in out_tables + out_figures:
-                    Path(path).parent.mkdir(parents=True, exist_ok=True)
-                # what the tables are made from, as the workflow lists it: a rendered table stays up to
-                # date for Snakemake until the grid changes (rnnrepro.artifact_inputs)
-                write_inputs_list(study, config, artifact)
-                try:
-                    run(Path(spec["notebook"]), Path(notebook), parameters)
-                    status[key] = "rendered"
-                    tables += out_tables
-                    continue
-                except RuntimeError as error:
-                    if "model.pt" in str(error) or f"{grid.PROCESSED}/" in str(error):
-                        problem = ("it needs the cells' weights (model.pt) or the prepared corpus "
-                                   f"({grid.PROCESSED}/), which records do not keep")
-                    else:
-                        status[key] = f"failed: {error}"
-                        unrendered.update({Path(t).stem: f"its notebook failed on the records: {error}"
-                                           for t in out_tables})
-                        continue
-            status[key] = f"not rendered: {problem}"
-            unrendered.update({Path(t).stem: f"not rendered from records: {problem}" for t in out_tables})
+    plan = render_plan(budget, config, studies, records)
+    for item in plan:
+        if item.notebook is None:
+            say_rendered(budget, item)
+    runnable = [item for item in plan if item.notebook is not None]
+    # each worker keeps one kernel for the notebooks it runs: one start and one set of imports each;
+    # spawned, so that no worker inherits the kernel this process holds for the scorecard
+    with ProcessPoolExecutor(max_workers=max(1, min(jobs, len(runnable))), initializer=_start_worker_kernel,
+                             mp_context=multiprocessing.get_context("spawn")) as pool:
+        running = {pool.submit(_run_notebook, item.notebook, item.executed, item.parameters): item for item in runnable}
+        for future in as_completed(running):
+            item = running[future]
+            item.state, item.seconds = future.result()
+            say_rendered(budget, item)
+    tables = [t for item in runnable if item.state == "rendered" for t in item.tables]
+    unrendered = {}
+    for item in plan:
+        if item.state.startswith("not rendered: "):
+            unrendered.update({Path(t).stem: f"not rendered from records: {item.state.removeprefix('not rendered: ')}"
+                               for t in item.tables})
+        elif item.state.startswith("failed: "):
+            unrendered.update({Path(t).stem: f"its notebook failed on the records: {item.state.removeprefix('failed: ')}"
+                               for t in item.tables})
     for path in (f"{root}/tables", f"{root}/figures"):
         Path(path).mkdir(parents=True, exist_ok=True)
+    files = claims_outputs(root, list(studies))
     scorecard = {"run_config": {"budget": budget, "seeds": config["seeds"], "studies": list(studies)},
                  "table_files": [str(Path(t).resolve()) for t in tables],
                  "unrendered": unrendered,
-                 "tables": [str(Path(f"{root}/tables/claims.csv").resolve())],
-                 "figures": [str(Path(f"{root}/figures/claims.png").resolve())]}
-    run(Path("notebooks/claims.py"), Path(f"{root}/notebooks/claims.ipynb"), scorecard)
-    status["claims"] = "rendered"
-    return status
+                 "tables": [str(Path(t).resolve()) for t in files["tables"]],
+                 "figures": [str(Path(f).resolve()) for f in files["figures"]]}
+    claims = Rendering("claims")
+    begun = time.monotonic()
+    run(Path("notebooks/claims.py"), Path(f"{root}/notebooks/claims.ipynb"), scorecard, kernel=kernel)
+    claims.state, claims.seconds = "rendered", time.monotonic() - begun
+    say_rendered(budget, claims)
+    print(f"[rnnrepro] {budget}: {render_summary(plan)}, in {time.monotonic() - started:.0f} s; tables, figures "
+          f"and the scorecard ({root}/tables/claims.csv) are in {root}/", flush=True)
+    return {**{item.key: item.state for item in plan}, "claims": claims.state}
+
+
+def render_summary(plan: list[Rendering]) -> str:
+    """The counts of a render, with the reasons where artifacts were not rendered."""
+    rendered = [i for i in plan if i.state == "rendered"]
+    weights = [i.key for i in plan if i.state.startswith("not rendered: it needs the cells' weights")]
+    missing = [i.key for i in plan if i.state.startswith("not rendered: ") and i.key not in weights]
+    omitted = [i.key for i in plan if i.state.startswith("not in the ")]
+    failed = [i.key for i in plan if i.state.startswith("failed: ")]
+    parts = [f"{len(rendered)} of {len(plan)} artifacts rendered"]
+    if weights:
+        parts.append(f"{len(weights)} need weights or data that records do not keep ({', '.join(weights)})")
+    if missing:
+        parts.append(f"{len(missing)} lack records or have stale ones ({', '.join(missing)})")
+    if omitted:
+        parts.append(f"{len(omitted)} not in this budget ({', '.join(omitted)})")
+    parts.append(f"{len(failed)} failed" + (f" ({', '.join(failed)})" if failed else ""))
+    return "; ".join(parts)
+
+
+def scales_first(budgets: list[str], config_file: Path) -> list[str]:
+    """The budgets to render, each other scale of a budget (``scale_of``) before that budget, whose
+    scorecard reads the other scale's beside its own."""
+    config = load_run_config(load_yaml(config_file), source=str(config_file))
+    scales = {name for study in config["studies"] for name, spec in load_study(study)["budgets"].items()
+              if "scale_of" in spec}
+    return sorted(dict.fromkeys(budgets), key=lambda budget: budget not in scales)
 
 
 BY_BUDGET = tuple(f"{grid.RESULTS}/{name}" for name in layout.BY_BUDGET)
 
 
-def render_by_budget() -> list[str]:
+def render_by_budget(kernel=None) -> list[str]:
     """The side-by-side verdicts of every budget with a scorecard here (smoke aside): results/
     claims_by_budget.csv and .png (notebooks/claims_by_budget.py). Returns the budgets shown."""
     from .analysis.run_notebook import run
@@ -450,7 +559,8 @@ def render_by_budget() -> list[str]:
         return []
     run(Path("notebooks/claims_by_budget.py"), Path(BY_BUDGET[2]),
         {"scorecards": {b: str(p.resolve()) for b, p in found.items()},
-         "tables": [str(Path(BY_BUDGET[0]).resolve())], "figures": [str(Path(BY_BUDGET[1]).resolve())]})
+         "tables": [str(Path(BY_BUDGET[0]).resolve())], "figures": [str(Path(BY_BUDGET[1]).resolve())]},
+        kernel=kernel)
     return list(found)
 
 
@@ -759,12 +869,29 @@ def main(argv=None) -> int:
     render_cmd = commands.add_parser("render", help="tables, figures and the scorecard from one budget's records")
     render_cmd.add_argument("--budget", required=True, action="append",
                             help="a recorded budget (repeatable: each is rendered into its own results tree)")
+    render_cmd.add_argument("--jobs", type=int, default=2,
+                            help="notebooks run side by side (default 2): worker processes, each running its "
+                                 "notebooks in turn in one kernel")
+    readme_cmd = commands.add_parser("readme", help="write README.md's scorecard section from the rendered scorecards")
+    readme_cmd.add_argument("--budget", action="append",
+                            help="a budget to list (repeatable; default: every recorded budget but another scale "
+                                 "of one, which shows beside its own)")
+    readme_cmd.add_argument("--check", action="store_true",
+                            help="write nothing; fail when the README's section differs from the scorecards")
     for command in (grow_cmd, list_cmd, render_cmd):
         command.add_argument("--configfile", type=Path, metavar="FILE",
                              help="a config file of cells of your own (custom_cells, docs/custom_cells.md), merged "
                                   "over the run config as snakemake --configfile merges it, e.g. examples/mgu.yaml")
     args = parser.parse_args(argv)
     try:
+        if args.command == "readme":
+            from .readme_scorecard import shown_budgets, update
+
+            studies = load_run_config(load_yaml(args.run_config), source=str(args.run_config))["studies"]
+            fresh, message = update(Path("README.md"), args.budget or shown_budgets(args.records, studies),
+                                    args.check)
+            print(f"[rnnrepro] {message}", file=sys.stdout if fresh else sys.stderr)
+            return 0 if fresh else 1
         if args.command == "grow":
             return grow(args)
         if args.command == "list":
@@ -776,14 +903,17 @@ def main(argv=None) -> int:
             speed = sum(path.parent.name == "speed" for path in packed)
             print(f"[rnnrepro] recorded {len(packed) - speed} runs and {speed} speed results under {args.records}/")
             return 0
+        from .analysis.run_notebook import shared_kernel
+
         failed = False
-        for budget in args.budget:
-            status = render(budget, args.records, args.run_config, args.configfile)
-            for key, state in status.items():
-                print(f"{budget}:{key:32s} {state}")
-            failed |= any(state.startswith("failed") for state in status.values())
-        shown = render_by_budget()
-        print(f"{'all:claims_by_budget':40s} {BY_BUDGET[1]} ({', '.join(shown)})")
+        with shared_kernel() as kernel:  # the scorecards' notebooks, one after another
+            for budget in scales_first(args.budget, args.run_config):
+                status = render(budget, args.records, args.run_config, jobs=args.jobs, kernel=kernel,
+                                custom_file=args.configfile)
+                failed |= any(state.startswith("failed") for state in status.values())
+            shown = render_by_budget(kernel)
+        if shown:
+            print(f"[rnnrepro] the verdicts of every budget side by side ({', '.join(shown)}): {BY_BUDGET[1]}")
         return 1 if failed else 0
     except (ConfigError, FileNotFoundError, FileExistsError, RuntimeError, ValueError) as error:
         print(f"[rnnrepro] error: {error}", file=sys.stderr)

@@ -81,18 +81,32 @@ rule claims:
         studies=[f"config/studies/{study}.yaml" for study in STUDIES],
         tables=claimed_tables(),
     output:
-        table=report(
-            f"{RESULTS}/tables/claims.csv",
-            caption=CLAIMS_CAPTION,
-            category="Claims scorecard",
-            labels={"artifact": "claims", "type": "table", "name": "claims"},
-        ),
-        figure=report(
-            f"{RESULTS}/figures/claims.png",
-            caption=CLAIMS_CAPTION,
-            category="Claims scorecard",
-            labels={"artifact": "claims", "type": "figure", "name": "claims"},
-        ),
+        tables=[
+            report(
+                path,
+                caption=CLAIMS_CAPTION,
+                category="Claims scorecard",
+                labels={
+                    "artifact": "claims",
+                    "type": "table",
+                    "name": Path(path).stem,
+                },
+            )
+            for path in claims_outputs(RESULTS, list(STUDIES))["tables"]
+        ],
+        figures=[
+            report(
+                path,
+                caption=CLAIMS_CAPTION,
+                category="Claims scorecard",
+                labels={
+                    "artifact": "claims",
+                    "type": "figure",
+                    "name": Path(path).stem,
+                },
+            )
+            for path in claims_outputs(RESULTS, list(STUDIES))["figures"]
+        ],
         notebook=f"{RESULTS}/notebooks/claims.ipynb",
     log:
         f"{LOGS}/notebooks/claims.log",
@@ -106,7 +120,9 @@ rule claims:
                 "studies": list(STUDIES),
             }
         ),
+    # The scorecard of this budget's other scale (cpu_wide beside cpu), where it exists, is read
+    # beside this one's but is not an input: building it would train that scale's grid.
     shell:
         "python -m rnnrepro.analysis.claims {input.notebook:q} {output.notebook:q} "
         "--run-config {params.run_config:q} --tables-in {input.tables:q} "
-        "--table {output.table:q} --figure {output.figure:q} > {log:q} 2>&1"
+        "--tables {output.tables:q} --figures {output.figures:q} > {log:q} 2>&1"

@@ -24,6 +24,7 @@ from rnnrepro.report import artifact_caption, claims_caption
 from rnnrepro.runtime import DEVICE_ENV
 from rnnrepro.slurm import command_line_executor, slurm_problem
 from rnnrepro.analysis.claims import check_claims
+from rnnrepro.analysis.claims import outputs as claims_outputs
 from rnnrepro.data.autocomplete import AUTOCOMPLETE_DATASETS
 from rnnrepro.data.registry import DATASETS
 from rnnrepro.data.transfer import MIRROR_ENV, TRUST_ENV
@@ -255,11 +256,13 @@ def all_artifacts():
             out = artifact_outputs(study, artifact)
             targets += out["tables"] + out["figures"] + [out["notebook"]]
     # the claims scorecard (rule claims in analysis.smk)
-    return targets + [
-        f"{RESULTS}/tables/claims.csv",
-        f"{RESULTS}/figures/claims.png",
-        f"{RESULTS}/notebooks/claims.ipynb",
-    ]
+    scorecard = claims_outputs(RESULTS, list(STUDIES))
+    return (
+        targets
+        + scorecard["tables"]
+        + scorecard["figures"]
+        + [f"{RESULTS}/notebooks/claims.ipynb"]
+    )
 
 
 def claimed_tables():

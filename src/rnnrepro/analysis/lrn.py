@@ -26,6 +26,7 @@ from pathlib import Path
 import pandas as pd
 
 from .. import console
+from ..cells import implementation
 from .results import paper_values, read_cells
 
 STAGES = ("base", "finetune", "dynamic")
@@ -93,6 +94,21 @@ def lm_table(metrics_files: list[str], dynamic: pd.DataFrame | None, study: dict
     return (table.sort_values(["dataset", "model", "stage", "seed"],
                               key=lambda s: s.map(ranks[s.name]) if s.name in ranks else s)
             .reset_index(drop=True))
+
+
+def capped_stages(metrics_files: list[str]) -> dict[tuple, bool]:
+    """(dataset, model, stage, seed) -> whether the epoch cap stopped that stage's training run
+    (``results.stopped_by_epoch_cap``): the finetuned cell's for ``finetune``, the cell it was finetuned
+    from for ``base``. Dynamic evaluation trains nothing and is absent."""
+    finetuned = read_cells(metrics_files)
+    parents = [str(Path(json.loads((Path(path).parent / "config.json").read_text())["init_from"]).parent / "metrics.json")
+               for path in metrics_files]
+    base = read_cells(parents)
+    capped = {}
+    for stage, runs in (("base", base), ("finetune", finetuned)):
+        for run, own in zip(finetuned.itertuples(), runs.itertuples()):
+            capped[(run.dataset, run.model, stage, run.seed)] = bool(own.capped)
+    return capped
 
 
 def head_name(head: dict | None) -> str:
@@ -205,8 +221,10 @@ def speed_table(speed: dict, study: dict, artifact: str = "speed") -> pd.DataFra
     table["layer_ratio"] = table["layer_seconds"] / reference["layer_seconds"]
     # the GPU's name, or the CPU's model and threads (older results name only "cpu")
     machine = speed.get("machine", {})
-    table["device"] = (f"{machine['cpu']} CPU, {machine['threads']} threads"
+    threads = machine.get("threads")
+    table["device"] = (f"{machine['cpu']} CPU, {threads} thread{'' if threads == 1 else 's'}"
                        if speed["device_name"] == "cpu" and machine.get("cpu") else speed["device_name"])
+    table["implementation"] = [implementation(cell, speed["device"].split(":")[0]) for cell in table["cell"]]
     paper = study["paper"].get(artifact, {})
     for task, models in paper.items():
         reference_time = models[reference["model"]]["time_s"]

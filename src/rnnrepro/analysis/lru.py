@@ -45,7 +45,7 @@ def read_histories(metrics_files: list[str]) -> pd.DataFrame:
     for path, cell in zip(metrics_files, cells.itertuples()):
         history = pd.read_csv(Path(path).parent / "history.csv")
         frames.append(history.assign(dataset=cell.dataset, model=cell.model, cell=cell.cell,
-                                     fraction=cell.fraction, seed=cell.seed))
+                                     fraction=cell.fraction, seed=cell.seed, capped=cell.capped))
     return pd.concat(frames, ignore_index=True)
 
 
@@ -89,9 +89,12 @@ def accuracy_table(cells: pd.DataFrame, study: dict) -> pd.DataFrame:
 
 
 def convergence_runs(histories: pd.DataFrame) -> pd.DataFrame:
-    """One row per run: epochs to its best validation loss and epochs trained in all."""
+    """One row per run: epochs to its best validation loss, epochs trained in all, and whether its epoch
+    cap stopped it (``capped``: then its epochs to the best are a lower bound, the run had not
+    converged)."""
     keys = ["dataset", "model", "cell", "fraction", "seed"]
-    return pd.DataFrame([{**dict(zip(keys, run)), "epochs_to_best": epochs_to_best(history), "epochs": len(history)}
+    return pd.DataFrame([{**dict(zip(keys, run)), "epochs_to_best": epochs_to_best(history), "epochs": len(history),
+                          "capped": bool(history["capped"].iloc[-1]) if "capped" in history else False}
                          for run, history in histories.groupby(keys, sort=False)])
 
 

@@ -217,8 +217,37 @@ def read_histories(metrics_files: list[str]) -> pd.DataFrame:
     cells = read_cells(metrics_files)
     frames = [pd.read_csv(Path(path).parent / "history.csv").assign(
         dataset=cell.dataset, corpus=cell.corpus, model=cell.model, cell=cell.cell, M=cell.hidden_size,
-        seed=cell.seed, budget=cell.budget) for path, cell in zip(metrics_files, cells.itertuples())]
+        seed=cell.seed, budget=cell.budget, capped=cell.capped) for path, cell in zip(metrics_files, cells.itertuples())]
     return pd.concat(frames, ignore_index=True)
+
+
+def fig1_figure(histories: pd.DataFrame, names: dict[str, str]):
+    """Figure 1: one panel per cell (LSTM, PRU), training (solid) and validation (dashed) perplexity of
+    every run, one line per seed in the model's colour, each run's end marked (:mod:`.plotting`)."""
+    import matplotlib.pyplot as plt
+    import seaborn as sns
+    from matplotlib.ticker import MaxNLocator
+
+    from .plotting import CELL_WORDS, end_marker_legend, plain_log_axis, seed_curves
+
+    cells = [c for c in ("lstm", "pru") if c in set(histories["cell"])]
+    cells += [c for c in dict.fromkeys(histories["cell"]) if c not in cells]  # a cell of your own
+    fig, axes = plt.subplots(1, len(cells), figsize=(6.5 * len(cells), 4.8), sharey=True, squeeze=False)
+    for ax, cell in zip(axes[0], cells):
+        runs = histories[histories["cell"] == cell]
+        models = list(dict.fromkeys(runs.sort_values("M")["model"]))
+        for model, colour in zip(models, sns.color_palette(n_colors=len(models))):
+            mine = runs[runs["model"] == model]
+            seed_curves(ax, mine, "epoch", "train_ppl", colour, "-", label=names.get(model, model), end_markers=False)
+            seed_curves(ax, mine, "epoch", "val_ppl", colour, "--")
+        ax.set(xlabel="epoch", ylabel="perplexity (log scale)", title=CELL_WORDS.get(cell, cell))
+        plain_log_axis(ax, "y", histories[["train_ppl", "val_ppl"]].to_numpy().ravel())
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+        ax.grid(color="0.93")
+        styles = [plt.Line2D([], [], color="0.3", linestyle="-", label="training"),
+                  plt.Line2D([], [], color="0.3", linestyle="--", label="validation")]
+        ax.legend(handles=ax.get_legend_handles_labels()[0] + styles + end_marker_legend(), fontsize=8)
+    return fig
 
 
 def fig1_summary(histories: pd.DataFrame) -> pd.DataFrame:

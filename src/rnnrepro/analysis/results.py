@@ -17,8 +17,20 @@ class MissingResult(FileNotFoundError):
     pass
 
 
+def stopped_by_epoch_cap(metrics: dict, config: dict) -> bool:
+    """Whether a run's epoch cap stopped it rather than its own rule: its recipe stops by itself (early
+    stopping, or the non-monotone test of AWD finetuning) yet it trained every epoch the cap allows, so
+    its numbers are those of a run that had not finished. A fixed schedule (no rule of its own) is
+    never stopped by its cap."""
+    recipe = config.get("recipe") or {}
+    stops_itself = bool(recipe.get("early_stopping")) or bool(recipe.get("stop_on_nonmono"))
+    cap, epochs = recipe.get("epochs"), metrics.get("epochs")
+    return stops_itself and cap is not None and epochs is not None and epochs >= cap
+
+
 def read_cells(metrics_files: list[str]) -> pd.DataFrame:
-    """One row per training cell: its metrics plus the architecture and recipe it was trained with."""
+    """One row per training cell: its metrics plus the architecture and recipe it was trained with, and
+    whether its epoch cap stopped it (``capped``, :func:`stopped_by_epoch_cap`)."""
     rows = []
     for path in map(Path, metrics_files):
         if not path.exists():
@@ -29,6 +41,7 @@ def read_cells(metrics_files: list[str]) -> pd.DataFrame:
         rows.append({
             **metrics,
             "recipe": config["recipe_name"],
+            "capped": stopped_by_epoch_cap(metrics, config),
             "cell": arch["cell"],
             "embedding_size": arch["embedding_size"],
             "hidden_size": arch["hidden_size"],

@@ -22,6 +22,7 @@ each such cell stands beside its baseline, in words (rnnrepro.custom_cells.add_f
 from __future__ import annotations
 
 import argparse
+import contextlib
 import csv
 import os
 import shutil
@@ -67,24 +68,69 @@ def failed_copy(notebook: Path, output: Path | None = None) -> Path:
     return folder / f"{notebook.stem}.failed.ipynb"
 
 
-def execute(source: Path, executed: Path, parameters: dict) -> None:
-    """papermill on one notebook, in a fresh kernel. A kernel that dies before it answers has run no cell:
-    jupyter_client picks the kernel's TCP ports free and closes them before the kernel binds them, so a
-    process starting at the same moment (another notebook job, a test worker) can take one ("Address
-    already in use" in the log). Such a start is tried again, up to KERNEL_STARTS times."""
-    for attempt in range(1, KERNEL_STARTS + 1):
+def _ipc_transport(folder: str):
+    """Kernel settings for Unix sockets in ``folder``: no TCP port to be taken by a process starting
+    beside it, and no warning from the kernel about unencrypted TCP."""
+    from traitlets.config import Config
+
+    return Config({"KernelManager": {"transport": "ipc", "ip": str(Path(folder) / "kernel")}})
+
+
+@contextlib.contextmanager
+def shared_kernel():
+    """A kernel that runs several notebooks in turn (``run(..., kernel=...)``), each in a namespace
+    emptied before it starts: one start and one set of imports instead of one per notebook. Shut down
+    on leaving."""
+    from jupyter_client.manager import KernelManager
+
+    with tempfile.TemporaryDirectory(prefix="rnnrepro-kernel-") as sockets:
+        kernel = KernelManager(kernel_name=KERNEL, config=_ipc_transport(sockets))
+        kernel.start_kernel(cwd=os.getcwd())
         try:
-            papermill.execute_notebook(str(source), str(executed), parameters=parameters, kernel_name=KERNEL,
-                                       cwd=os.getcwd(), progress_bar=False)
-            return
-        except RuntimeError as e:
-            if str(e) != KERNEL_DIED or attempt == KERNEL_STARTS:
-                raise
-            print(f"[rnnrepro] the notebook's kernel died while starting (attempt {attempt} of "
-                  f"{KERNEL_STARTS}); starting another", file=sys.stderr)
+            yield kernel
+        finally:
+            kernel.shutdown_kernel(now=True)
 
 
-def run(notebook: Path, output: Path, parameters: dict) -> None:
+def _empty_namespace(kernel) -> None:
+    """What a notebook defined is gone before the next one runs in the same kernel (its imported
+    modules stay: that is the saving), and so are its open figures."""
+    client = kernel.client()
+    client.start_channels()
+    try:
+        client.wait_for_ready(timeout=60)
+        client.execute_interactive("get_ipython().run_line_magic('reset', '-f')\n"
+                                   "import matplotlib.pyplot\nmatplotlib.pyplot.close('all')\n"
+                                   "del matplotlib", timeout=60, output_hook=lambda message: None)
+    finally:
+        client.stop_channels()
+
+
+def execute(source: Path, executed: Path, parameters: dict, kernel=None) -> None:
+    """papermill on one notebook: in ``kernel`` (from :func:`shared_kernel`, its namespace emptied
+    first), or in a fresh kernel over Unix sockets (:func:`_ipc_transport`). A fresh kernel that dies
+    before it answers has run no cell; such a start is tried again, up to KERNEL_STARTS times."""
+    options = {"parameters": parameters, "kernel_name": KERNEL, "cwd": os.getcwd(), "progress_bar": False}
+    if kernel is not None:
+        if not kernel.is_alive():  # an earlier notebook killed it
+            kernel.restart_kernel(now=True)
+        _empty_namespace(kernel)
+        papermill.execute_notebook(str(source), str(executed), km=kernel, **options)
+        return
+    for attempt in range(1, KERNEL_STARTS + 1):
+        with tempfile.TemporaryDirectory(prefix="rnnrepro-kernel-") as sockets:
+            try:
+                papermill.execute_notebook(str(source), str(executed), config=_ipc_transport(sockets), **options)
+                return
+            except RuntimeError as e:
+                if str(e) != KERNEL_DIED or attempt == KERNEL_STARTS:
+                    raise
+                print(f"[rnnrepro] the notebook's kernel died while starting (attempt {attempt} of "
+                      f"{KERNEL_STARTS}); starting another", file=sys.stderr)
+
+
+def run(notebook: Path, output: Path, parameters: dict, kernel=None) -> None:
+    """Check the notebook's inputs, execute it (in ``kernel`` if given: :func:`execute`), check its outputs."""
     if not notebook.exists():
         raise FileNotFoundError(f"notebook {notebook} does not exist")
     metrics_files = parameters.get("metrics_files", [])  # the scorecard reads tables, not runs
@@ -98,7 +144,7 @@ def run(notebook: Path, output: Path, parameters: dict) -> None:
         nbformat.write(jupytext.read(notebook), source)
         executed = Path(tmp) / output.name
         try:
-            execute(source, executed, parameters)
+            execute(source, executed, parameters, kernel)
         except papermill.PapermillExecutionError as e:
             kept = failed_copy(notebook, output)
             kept.parent.mkdir(parents=True, exist_ok=True)

@@ -50,6 +50,20 @@ CELLS: dict[str, str] = {
 }
 
 
+# cell id -> the devices on which its whole recurrence runs in one fused library kernel (torch's LSTM:
+# oneDNN on a CPU, cuDNN on a GPU; nn.GRU: cuDNN only); every other cell runs a loop of operators per step
+FUSED_RECURRENCE: dict[str, set[str]] = {
+    "lstm": {"cpu", "cuda"}, "lstm_single_bias": {"cpu", "cuda"}, "grid_lstm": {"cpu", "cuda"}, "gru": {"cuda"},
+}
+FUSED, LOOP = "fused library kernel", "loop of operators"
+
+
+def implementation(cell: str, device: str) -> str:
+    """How a cell's recurrence runs on a device type (``cpu``, ``cuda``): FUSED or LOOP. Speeds of
+    the two kinds compare the kernels as much as the cells."""
+    return FUSED if device in FUSED_RECURRENCE.get(cell, set()) else LOOP
+
+
 def is_outside_cell(cell: str) -> bool:
     """Whether a cell id names a class from outside the package (``module:Class``)."""
     return ":" in cell

@@ -1,0 +1,84 @@
+"""How each training run of a budget ended: at its epoch cap or not, and whether still improving.
+
+The scorecard flags a verdict whose rows rest on runs that did not reach their own convergence
+(docs/claims.md): ``capped`` when a run trained as many epochs as its recipe allows (``recipe.epochs``
+in its config.json), ``still improving`` when its validation loss was still at its lowest at its last
+check. The rate it was improving at is the fall of the validation loss per epoch over the last tenth of
+its training (from the last check at or before 90 % of the way to the end), given as the share of
+validation perplexity (exp of the loss) lost per epoch: ``0.17`` means 0.17 % an epoch.
+
+The runs behind a table row are its model's cells and the cells they were finetuned from (a finetuned
+LRN row rests on its Base run too). Reads run folders only (config.json, metrics.json, history.csv); a
+cell without a metrics.json is left out.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pandas as pd
+
+from .. import grid
+
+COLUMNS = ["study", "artifact", "dataset", "behind", "model", "seed", "epochs", "epoch_cap", "capped",
+           "improving_pct", "params"]
+#: the share of training, counted back from its end, over which the final rate of improvement is measured
+FINAL_SHARE = 0.1
+
+
+def improving_pct_per_epoch(history: pd.DataFrame) -> float:
+    """The share of validation perplexity lost per epoch over the last tenth of training, in percent,
+    when the last check is the run's best; NaN otherwise (or with fewer than two checks)."""
+    checks = history.dropna(subset=["val_loss"])
+    if len(checks) < 2 or checks["val_loss"].iloc[-1] > checks["val_loss"].min():
+        return math.nan
+    if "iteration" in checks:  # checks within epochs (the autocomplete task): epochs from iterations
+        per_epoch = checks["iteration"].max() / max(checks["epoch"].max(), 1)
+        position = checks["iteration"] / per_epoch
+    else:
+        position = checks["epoch"].astype(float)
+    end = position.iloc[-1]
+    earlier = checks[position <= end - FINAL_SHARE * end]
+    start = earlier.index[-1] if len(earlier) else checks.index[-2]
+    span = end - position.loc[start]
+    if span <= 0:
+        return math.nan
+    fall = (checks.loc[start, "val_loss"] - checks["val_loss"].iloc[-1]) / span
+    return 100 * (1 - math.exp(-fall)) if fall > 0 else math.nan
+
+
+def run_ending(run_dir: Path) -> dict | None:
+    """One run's epochs, cap, improving rate and parameters; None when it has no metrics.json."""
+    metrics_file = run_dir / "metrics.json"
+    if not metrics_file.exists():
+        return None
+    metrics = json.loads(metrics_file.read_text())
+    config = json.loads((run_dir / "config.json").read_text())
+    history_file = run_dir / "history.csv"
+    history = pd.read_csv(history_file) if history_file.exists() else pd.DataFrame()
+    cap = config.get("recipe", {}).get("epochs")
+    epochs = int(history["epoch"].max()) if "epoch" in history and len(history) else metrics.get("epochs")
+    improving = improving_pct_per_epoch(history) if {"epoch", "val_loss"} <= set(history.columns) else math.nan
+    return {"model": metrics["model"], "dataset": metrics["dataset"], "seed": metrics["seed"], "epochs": epochs,
+            "epoch_cap": cap, "capped": bool(cap is not None and epochs is not None and epochs >= cap),
+            "improving_pct": improving, "params": metrics.get("params", math.nan)}
+
+
+def run_endings(studies: dict, config: dict, root: Path | str | None = None) -> pd.DataFrame:
+    """Every run behind every artifact of these studies at the config's budget (columns COLUMNS):
+    ``behind`` is the model a table row names, ``model`` the run's own (itself, or one it was finetuned
+    from). ``root``: the budget's results tree (default grid.results_dir)."""
+    root = Path(root if root is not None else grid.results_dir(config["budget"]))
+    rows = []
+    for name, study in studies.items():
+        for artifact in grid.artifacts(study, config):
+            for cell in grid.artifact_cells(study, config, artifact):
+                chain = cell
+                while chain is not None:
+                    ending = run_ending(root / "runs" / chain.key)
+                    if ending is not None:
+                        rows.append({"study": name, "artifact": artifact, "behind": cell.model, **ending})
+                    chain = grid.parent_cell(study, chain)
+    return pd.DataFrame(rows, columns=COLUMNS)
