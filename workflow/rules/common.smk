@@ -164,11 +164,14 @@ def check_the_command():
     if replaced:
         cells = targets.training_cells(STUDIES, config, requested)
         untrained = sum(
-            not Path(cell.run_dir, "metrics.json").exists() for cell in cells
+            not Path(cell.run_dir, "metrics.json").exists()
+            and restore_problem(cell) is not None
+            for cell in cells
         )
         logger.warning(
             f"[rnnrepro] budget {config['budget']}, {replaced}: the targets need "
-            f"{len(cells)} training cells, {untrained} of them not trained yet, in {RESULTS}/runs/"
+            f"{len(cells)} training cells, {untrained} of them not trained yet (in {RESULTS}/runs/ "
+            f"or current in records/)"
         )
     study_files = [
         path.stem for path in Path(workflow.basedir, "config/studies").glob("*.yaml")
