@@ -42,10 +42,13 @@ smoke: $(STAMP)
 	@echo "[rnnrepro] the results page: results/smoke/index.html"
 
 # A cell of your own beside the baselines (docs/custom_cells.md): the minimal gated unit of
-# examples/mgu.py in PRU Table 1 and the LRU accuracy comparison, on the smoke budget (CPU minutes).
+# examples/mgu.py in PRU Table 1 and the LRU accuracy comparison, with its claims against each baseline
+# (the scorecard of those two studies), on the smoke budget (CPU minutes); then the report of them.
+EXAMPLE := results/smoke/tables/pru_table1.csv results/smoke/tables/lru_accuracy.csv results/smoke/tables/claims.csv \
+	--configfile profiles/smoke/run-config.yaml examples/mgu.yaml --config 'studies=[pru,lru]'
 example: $(STAMP)
-	"$(BIN)/snakemake" --profile profiles/smoke results/smoke/tables/pru_table1.csv results/smoke/tables/lru_accuracy.csv \
-		--configfile profiles/smoke/run-config.yaml examples/mgu.yaml
+	"$(BIN)/snakemake" --profile profiles/smoke $(EXAMPLE)
+	"$(BIN)/snakemake" --profile profiles/smoke --report results/smoke/report.html $(EXAMPLE)
 
 test: $(STAMP)
 	"$(BIN)/python" -m pytest

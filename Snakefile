@@ -24,6 +24,7 @@ include: "workflow/rules/data.smk"
 include: "workflow/rules/train.smk"
 include: "workflow/rules/evaluate.smk"
 include: "workflow/rules/speed.smk"
+include: "workflow/rules/records.smk"
 include: "workflow/rules/analysis.smk"
 include: "workflow/rules/page.smk"
 

@@ -114,12 +114,20 @@ def test_cell_without_formula_sized_within_one_percent(budget, vocab, tied, embe
      "unknown artifact 'acuracy'"),
     (lambda c: c["studies"].update(nlstm={"like": "gru_2x600", "artifacts": ["test"]}),
      "custom_cells.mgu.studies.nlstm", "study 'nlstm' is not run"),
+    (lambda c: c["studies"]["pru"].update(match="width", hidden_size=500), "custom_cells.mgu.studies.pru",
+     "match and hidden_size both size the cell"),
+    (lambda c: c["studies"]["pru"].update(recipe={"learning_rate": 10.0}), "custom_cells.mgu.studies.pru.recipe",
+     "'learning_rate' not in lstm_m1000's recipe 'standard'"),
+    (lambda c: c["studies"]["pru"].update(recipe={"lr": "ten"}), "custom_cells.mgu.studies.pru.recipe.key 'lr'",
+     "'ten' is not of type 'number'"),
+    (lambda c: c["studies"].update(lrn={"like": "lstm", "artifacts": ["lm"], "match": "parameters"}),
+     "custom_cells.mgu.studies.lrn.match", "'lstm' has a mixture-of-softmaxes head, which rnnrepro.sizing does not count"),
 ])
 def test_bad_custom_cell_names_file_and_key(custom, change, key, message):
     change(custom["mgu"])
     with pytest.raises(ConfigError, match=r"^my_cell\.yaml is invalid:") as error:
-        check_custom_cells(custom, studies(), "my_cell.yaml")
-    assert f"{key}: " in str(error.value) and message in str(error.value)
+        check_custom_cells(custom, studies(("pru", "lru", "lrn")), "my_cell.yaml")
+    assert f"{key}: " in str(error.value) and message in str(error.value), str(error.value)
 
 
 # Cells that break the layer contract, each in a module of its own (an import is cached by its name).
@@ -233,13 +241,30 @@ def test_schema_rejects_a_cell_that_is_not_module_class(custom):
 
 
 def test_the_example_joins_each_study_at_the_baselines_footing(custom):
+    from rnnrepro.sizing import language_model_params
+
     config = load_run_config({**load_yaml(REPO_ROOT / "config" / "config.yaml"), "budget": "smoke"})
     pru = load_study("pru", custom_cells=custom, custom_source="examples/mgu.yaml")
     lru = load_study("lru", custom_cells=custom, custom_source="examples/mgu.yaml")
     assert pru["artifacts"]["table1"]["models"][-1] == "mgu"
     assert pru["budgets"]["smoke"]["artifacts"]["table1"]["models"][-1] == "mgu"  # the budget's cut too
-    mgu, lstm = (grid.architecture(pru, config, m, "synth_ptb") for m in ("mgu", "lstm_m1000"))
-    assert {**lstm, "cell": MGU} == mgu
+    # PRU: LSTM M=1000's layers, embedding and tie, sized to its parameter count at every budget
+    for budget, corpus in (("smoke", "synth_ptb"), ("cpu", "ptb"), ("paper", "ptb")):
+        at = {**config, "budget": budget}
+        mgu, lstm = (grid.architecture(pru, at, m, corpus) for m in ("mgu", "lstm_m1000"))
+        vocab = pru["vocab_sizes"][corpus]
+        count = language_model_params(MGU, vocab, mgu["embedding_size"], mgu["hidden_size"], 3, True, {})
+        assert mgu["param_budget"] == language_model_params("lstm", vocab, lstm["embedding_size"], lstm["hidden_size"],
+                                                            3, True, {}), budget
+        assert abs(count - mgu["param_budget"]) / mgu["param_budget"] < 0.002, budget
+        assert mgu["param_budget_of"] == "lstm_m1000" and mgu["embedding_size"] == lstm["embedding_size"]
+        assert mgu["hidden_size"] > lstm["hidden_size"]  # half an LSTM layer's weights at a width
+    # its recipe is LSTM M=1000's but the learning rate the example asks for, which budgets still scale
+    def recipe(study, model, budget, corpus="ptb", fraction=10):
+        at = {**config, "budget": budget}
+        return grid.resolve_cell(study, at, grid.Cell(study["study"], corpus, model, fraction, 1111, budget))["recipe"]
+    assert recipe(pru, "mgu", "cpu") == {**recipe(pru, "lstm_m1000", "cpu"), "lr": 10.0}
+    assert recipe(pru, "mgu", "smoke", "synth_ptb", 100) == recipe(pru, "lstm_m1000", "smoke", "synth_ptb", 100)
     # LRU: sized to the same parameter budget as its baselines, within 1 %
     arch = grid.architecture(lru, config, "mgu", "synth_char_small")
     assert arch["param_budget"] == grid.architecture(lru, config, "gru_24m", "synth_char_small")["param_budget"]
@@ -248,6 +273,58 @@ def test_the_example_joins_each_study_at_the_baselines_footing(custom):
                                                                1111, "smoke"))["recipe"]
     # the study files themselves are untouched without the config file
     assert "mgu" not in load_study("lru", custom_cells={})["models"]
+
+
+def test_the_words_say_how_the_cell_stands_beside_each_baseline(custom):
+    pru = load_study("pru", custom_cells=custom, custom_source="examples/mgu.yaml")
+    claims = {c["id"]: c["statement"] for c in pru["claims"]}
+    assert claims["mgu_vs_lstm_m1000"] == (
+        "The added cell mgu reaches a lower test_ppl than lstm_m1000 (mgu is sized to lstm_m1000's parameter count, "
+        "trained in lstm_m1000's recipe (standard) but lr 10, as examples/mgu.yaml asks).")
+    assert "sized to lstm_m1000's parameter count, not to pru_g4_k2_m1400's" in claims["mgu_vs_pru_g4_k2_m1400"]
+    # at the baseline's width, as a config may ask: said in the claim, and the model keeps that width
+    custom["mgu"]["studies"]["pru"] = {"like": "lstm_m1000", "artifacts": ["table1"], "match": "width"}
+    wide = load_study("pru", custom_cells=custom, custom_source="my_cell.yaml")
+    statement = next(c["statement"] for c in wide["claims"] if c["id"] == "mgu_vs_lstm_m1000")
+    assert ("mgu is at lstm_m1000's width with a parameter count of its own, not sized to its parameters "
+            "(my_cell.yaml asks for match: width), trained in lstm_m1000's recipe (standard)") in statement
+    config = load_run_config({**load_yaml(REPO_ROOT / "config" / "config.yaml"), "budget": "cpu"})
+    mgu, lstm = (grid.architecture(wide, config, m, "ptb") for m in ("mgu", "lstm_m1000"))
+    assert mgu == {**lstm, "cell": MGU}
+    # a baseline whose head the sizing cannot count: its width, said so
+    custom["mgu"]["studies"] = {"lrn": {"like": "lstm", "artifacts": ["lm"]}}
+    lrn = load_study("lrn", custom_cells=custom, custom_source="my_cell.yaml")
+    assert "lstm has a mixture-of-softmaxes head, which the sizing does not count" in next(
+        c["statement"] for c in lrn["claims"] if c["id"].startswith("mgu_vs_"))
+
+
+def test_the_footing_column_gives_the_numbers_of_the_budget(custom, tmp_path):
+    import json
+
+    from rnnrepro.custom_cells import add_footing
+
+    pru = load_study("pru", custom_cells=custom, custom_source="examples/mgu.yaml")
+    config = load_run_config({**load_yaml(REPO_ROOT / "config" / "config.yaml"), "budget": "cpu"})
+    metrics_files = []
+    for model, params in (("lstm_m1000", 559568), ("mgu", 559552)):
+        run = tmp_path / model
+        run.mkdir()
+        (run / "config.json").write_text(json.dumps(grid.resolve_cell(pru, config, grid.Cell(
+            "pru", "ptb", model, 10, 1111, "cpu"))))
+        (run / "metrics.json").write_text(json.dumps({
+            "study": "pru", "dataset": "ptb", "corpus": "ptb", "model": model, "fraction": 10, "seed": 1111,
+            "budget": "cpu", "params": params, "epochs": 3, "wall_seconds": 1.0, "val_loss": 6.0, "val_ppl": 400.0,
+            "test_loss": 6.0, "test_ppl": 400.0}))
+        metrics_files.append(str(run / "metrics.json"))
+    table = tmp_path / "pru_table1.csv"
+    pd.DataFrame({"dataset": ["ptb", "ptb"], "model": ["lstm_m1000", "mgu"], "test_ppl": [400.0, 400.0]}).to_csv(
+        table, index=False)
+    add_footing(pru, "table1", metrics_files, [str(table)])
+    footing = pd.read_csv(table, keep_default_na=False).set_index("model")["footing"]
+    assert footing["lstm_m1000"] == ""
+    assert footing["mgu"].endswith("; here 559,552 parameters against lstm_m1000's 559,568 (1.00x), recipe as "
+                                   "lstm_m1000's but lr 10 (lstm_m1000: 30)"), footing["mgu"]
+    assert "footing" in pru["artifacts"]["table1"]["columns"]["pru_table1"]
 
 
 def test_jobs_see_the_cells_the_workflow_exported(custom, monkeypatch):
@@ -293,23 +370,43 @@ def test_generated_claims_on_a_fixture(custom):
 # --- end to end: the example through a cut-down smoke grid of two studies ---------------------------
 
 def cut_smoke_grid(project):
-    """The smoke grid of pru Table 1 and lru accuracy cut to a few baselines, one dataset, one seed."""
+    """The smoke grid of pru Table 1 and lru accuracy cut to a few baselines, one dataset, one seed, and
+    the other artifacts of the two studies left out (the scorecard then reads those two tables and the
+    PRU counts, which train nothing)."""
     for name, artifact, cut in [("pru", "table1", {"datasets": ["ptb"], "models": ["lstm_m1000"]}),
                                 ("lru", "accuracy", {"datasets": ["ptb_char"], "models": ["gru_24m", "lru_24m"],
                                                      "seeds": [1111]})]:
         path = project / "config" / "studies" / f"{name}.yaml"
         study = yaml.safe_load(path.read_text())
         study["budgets"]["smoke"]["artifacts"][artifact] = cut
+        study["budgets"]["smoke"]["omit"] = [a for a in study["artifacts"] if a not in (artifact, "counts")]
         path.write_text(yaml.safe_dump(study, sort_keys=False))
 
 
+def make_example_arguments() -> list[str]:
+    """What `make example` gives `snakemake --profile profiles/smoke` (the Makefile's EXAMPLE)."""
+    import shlex
+
+    text = (REPO_ROOT / "Makefile").read_text()
+    definition = text[text.index("EXAMPLE :="):].split("\nexample:")[0]
+    return shlex.split(definition.removeprefix("EXAMPLE :=").replace("\\\n", " "))
+
+
+def test_the_docs_give_what_make_example_runs():
+    words = " ".join(f"'{w}'" if "[" in w else w for w in make_example_arguments())
+    docs = (REPO_ROOT / "docs" / "custom_cells.md").read_text()
+    assert f"snakemake --profile profiles/smoke {words}\n" in docs
+    assert f"snakemake --profile profiles/smoke --report results/smoke/report.html {words}\n" in docs
+
+
 def test_example_through_two_studies_end_to_end(tmp_path):
+    """`make example` on a cut-down grid: the two tables with the MGU's rows and their footing, its claims
+    against each baseline in the scorecard, and the report of them built by the command the docs give."""
     project = copy_project(tmp_path)
     shutil.copytree(REPO_ROOT / "examples", project / "examples", ignore=shutil.ignore_patterns("__pycache__"))
     cut_smoke_grid(project)
-    targets = ["results/smoke/tables/pru_table1.csv", "results/smoke/figures/pru_table1.png",
-               "results/smoke/tables/lru_accuracy.csv", "results/smoke/figures/lru_curves.png"]
-    configs = ["--configfile", "profiles/smoke/run-config.yaml", "examples/mgu.yaml"]
+    example = make_example_arguments()
+    targets = [word for word in example if word.startswith("results/")]
 
     bad = project / "bad.yaml"
     bad.write_text(EXAMPLE.read_text().replace("examples.mgu:MGULayer", "examples.mgu:NoSuchLayer"))
@@ -319,30 +416,35 @@ def test_example_through_two_studies_end_to_end(tmp_path):
     said = run.stdout + run.stderr
     assert "profiles/smoke/run-config.yaml bad.yaml is invalid:\n  custom_cells.mgu.cell: " in said, said[-2000:]
 
-    run = snakemake(project, "--profile", "profiles/smoke", *targets, *configs)
+    run = snakemake(project, "--profile", "profiles/smoke", *example)
     assert run.returncode == 0, run.stderr[-3000:]
-    pru = pd.read_csv(project / "results/smoke/tables/pru_table1.csv")
+    pru = pd.read_csv(project / "results/smoke/tables/pru_table1.csv", keep_default_na=False)
     assert list(pru["model"]) == ["lstm_m1000", "mgu"]
-    assert pru.set_index("model").loc["mgu", "cell"] == MGU and pru["paper_test_ppl"].isna().tolist() == [False, True]
+    assert pru.set_index("model").loc["mgu", "cell"] == MGU and list(pru["paper_test_ppl"] == "") == [False, True]
+    footing = pru.set_index("model")["footing"]
+    assert footing["lstm_m1000"] == "" and "sized to lstm_m1000's parameter count" in footing["mgu"], footing["mgu"]
     lru = pd.read_csv(project / "results/smoke/tables/lru_accuracy.csv")
     assert list(lru["model"]) == ["gru_24m", "lru_24m", "mgu"] and lru["unit"].iloc[-1] == "mgu"
     params = lru.set_index("model")["params"]
     assert abs(params["mgu"] - 24_000) <= 240 and abs(params["gru_24m"] - 24_000) <= 240
-    assert (project / "results/smoke/figures/lru_curves.png").stat().st_size > 0
 
-    # the generated claims resolve on the tables built (smoke: not tested, synthetic data)
-    env_studies = {name: load_study(name, root=project, custom_cells=load_yaml(EXAMPLE)["custom_cells"],
-                                    custom_source="examples/mgu.yaml") for name in ("pru", "lru")}
-    config = {"budget": "smoke", "seeds": [1111]}
-    card = scorecard(env_studies, config,
-                     [str(project / "results/smoke/tables/pru_table1.csv"), str(project / "results/smoke/tables/lru_accuracy.csv")])
+    # the scorecard of the two studies holds the MGU's claims (smoke: not tested, synthetic data)
+    card = pd.read_csv(project / "results/smoke/tables/claims.csv")
+    assert set(card["study"]) == {"pru", "lru"}
     generated = card[card["claim"].str.startswith("mgu_vs_")].set_index("claim")
+    assert {"mgu_vs_lstm_m1000[dataset=ptb]", "mgu_vs_gru_24m[dataset=ptb_char]"} <= set(generated.index)
     assert set(generated["verdict"]) == {NOT_TESTED} and generated["reason"].str.startswith("synthetic").all()
     assert generated.loc["mgu_vs_gru_24m[dataset=ptb_char]", "ours"] == (
         f"mgu {lru.set_index('model').loc['mgu', 'test_loss']:.4g}; "
         f"gru_24m {lru.set_index('model').loc['gru_24m', 'test_loss']:.4g}")
 
-    # without the config file nothing retrains: only the two notebooks rerun, without the MGU row
-    run = snakemake(project, "--profile", "profiles/smoke", *targets, "-n")
+    # the report, as the docs and `make example` build it: the tables, the scorecard, the MGU's caption
+    run = snakemake(project, "--profile", "profiles/smoke", "--report", "results/smoke/report.html", *example)
+    assert run.returncode == 0, run.stderr[-3000:]
+    report = (project / "results/smoke/report.html").read_text()
+    assert "Cells of your own added beside the baselines" in report and "Claims scorecard" in report
+
+    # without the config file nothing retrains: only the notebooks rerun, without the MGU row
+    run = snakemake(project, "--profile", "profiles/smoke", *targets, "-n", "--config", "studies=[pru,lru]")
     assert run.returncode == 0, run.stderr[-2000:]
     assert "train_cell" not in run.stdout and "notebook_pru_table1" in run.stdout

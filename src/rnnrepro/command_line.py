@@ -54,6 +54,12 @@ def requested_targets(argv: list[str] | None = None) -> list[str] | None:
     return None if args is None else list(args.targets or [])
 
 
+def builds_report(argv: list[str] | None = None) -> bool:
+    """Whether the command builds a report (``--report``); True without a command line to read."""
+    args = snakemake_arguments(argv)
+    return args is None or bool(getattr(args, "report", None))
+
+
 # options whose values name rules or files, like targets
 JOB_OPTIONS = {"forcerun": "--forcerun", "until": "--until", "omit_from": "--omit-from", "prioritize": "--prioritize"}
 

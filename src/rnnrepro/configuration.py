@@ -378,12 +378,18 @@ def read_json_argument(text: str) -> tuple[Any, str]:
         raise ConfigError(f"{source}: not valid JSON ({e})") from None
 
 
+def recipe_problems(recipe: dict, task: str) -> list[str]:
+    """What is wrong with a whole recipe of a task (``recipe.<key>: ...``), checked against the study
+    schema's recipe definition."""
+    recipe_schema = {"$defs": _schema("study")["$defs"], "$ref": f"#/$defs/{RECIPE_DEFINITIONS[task]}"}
+    errors = list(jsonschema.Draft202012Validator(recipe_schema).iter_errors(recipe))
+    return ["recipe." + _describe(e, recipe_schema) for e in errors[:5]]
+
+
 def validate_cell_config(cfg: dict, source: str) -> dict:
     """Check a resolved training-cell config (the train CLI's input)."""
     validate(cfg, "cell", source)
-    recipe_schema = {"$defs": _schema("study")["$defs"], "$ref": f"#/$defs/{RECIPE_DEFINITIONS[cfg['task']]}"}
-    errors = list(jsonschema.Draft202012Validator(recipe_schema).iter_errors(cfg["recipe"]))
-    if errors:
-        details = "\n  ".join("recipe." + _describe(e, recipe_schema) for e in errors[:5])
-        raise ConfigError(f"{source} is invalid:\n  {details}")
+    problems = recipe_problems(cfg["recipe"], cfg["task"])
+    if problems:
+        raise ConfigError(f"{source} is invalid:\n  " + "\n  ".join(problems))
     return cfg

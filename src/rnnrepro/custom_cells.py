@@ -42,6 +42,7 @@ import importlib.util
 import json
 import os
 import traceback
+from pathlib import Path
 
 from .errors import ConfigError
 
@@ -60,6 +61,8 @@ TRIAL_STEPS, TRIAL_BATCH = 3, 2
 #: how far above the recipe's ``bptt`` a variable BPTT window reaches where the recipe has no cap: the
 #: training draws N(bptt, 5) (rnnrepro.train.language_model), so four standard deviations
 VARIABLE_BPTT_REACH = 4 * 5
+#: the column a table gets where a cell of your own is a row: how it stands beside its baseline
+FOOTING = "footing"
 #: the layer contract the trial checks, quoted under its errors
 CONTRACT = ("the layer contract (docs/custom_cells.md): forward(x of shape (T, B, input_size), state) returns "
             "outputs of shape (T, B, hidden_size) and a state shaped like init_state(B)'s")
@@ -118,6 +121,8 @@ def check_custom_cells(custom_cells: dict, studies: dict[str, dict], source: str
             elif "init_from" in study["models"][entry["like"]]:
                 problems.append(f"{at}.like: {entry['like']!r} is finetuned from another model's weights; "
                                 f"name a model trained from scratch")
+            else:
+                problems += _sizing_problems(study, entry, at)
             for artifact in entry["artifacts"]:
                 if artifact not in study["artifacts"]:
                     problems.append(f"{at}.artifacts: unknown artifact {artifact!r} "
@@ -165,6 +170,31 @@ def window_lengths(study: dict, config: dict | None, entry: dict) -> list[int]:
                     if recipe.get("variable_bptt") else recipe["bptt"]
                 lengths.append(max(reach, recipe["bptt"]))
     return lengths
+
+
+def _sizing_problems(study: dict, entry: dict, at: str) -> list[str]:
+    """A width asked for twice, equal parameters where they cannot be counted, recipe keys the baseline's
+    recipe does not have."""
+    like = study["models"][entry["like"]]
+    asked = [key for key in ("match", "hidden_size", "param_budget") if key in entry]
+    problems = []
+    if len(asked) > 1:
+        problems.append(f"{at}: {' and '.join(asked)} both size the cell; give one of them")
+    elif entry.get("match") == "parameters" and "param_budget" not in like and uncountable(like):
+        problems.append(f"{at}.match: {entry['like']!r} has {uncountable(like)}, which rnnrepro.sizing does not "
+                        f"count, so the cell cannot be sized to its parameters; give match: width, or a "
+                        f"hidden_size or param_budget of its own")
+    from .configuration import recipe_problems
+
+    recipe = study["recipes"][like["recipe"]]
+    unknown = [key for key in entry.get("recipe", {}) if key not in recipe]
+    if unknown:
+        problems.append(f"{at}.recipe: {', '.join(map(repr, unknown))} not in {entry['like']}'s recipe "
+                        f"{like['recipe']!r} (its keys: {', '.join(recipe)})")
+    elif entry.get("recipe"):
+        changed = {**recipe, **like.get("recipe_changes", {}), **entry["recipe"]}
+        problems += [f"{at}.{problem}" for problem in recipe_problems(changed, study["task"])]
+    return problems
 
 
 def trial_layer_sizes(study: dict, model: dict) -> list[tuple[int, int]]:
@@ -315,16 +345,129 @@ def where_it_failed(cell: str, error: BaseException) -> str | None:
     return f"{path}, line {inside[-1].lineno}" if inside else None
 
 
+def uncountable(model: dict) -> str | None:
+    """What of a model rnnrepro.sizing does not count (so no other model can be sized to its parameter
+    count), or None."""
+    if model.get("head", {}).get("type") == "mixture_of_softmaxes":
+        return "a mixture-of-softmaxes head"
+    if "last_hidden_size" in model:
+        return "a last layer of its own width (last_hidden_size)"
+    return None
+
+
+def sizing(entry: dict, like: dict) -> str:
+    """How a cell of your own is sized beside its ``like`` model: ``parameters`` (to its parameter count
+    at every budget, or its parameter budget where it is sized to one), ``width`` (its width, its own
+    parameter count), or the entry's own ``hidden_size`` / ``param_budget``."""
+    for own in ("hidden_size", "param_budget"):
+        if own in entry:
+            return own
+    if entry.get("match", "parameters") == "width" or ("param_budget" not in like and uncountable(like)):
+        return "width"
+    return "parameters"
+
+
 def _model(study: dict, custom: dict, entry: dict) -> dict:
-    """The ``like`` model with the custom cell in it (and the entry's width, if it gives one)."""
-    model = {**copy.deepcopy(study["models"][entry["like"]]), "cell": custom["cell"],
-             "cell_options": copy.deepcopy(custom.get("cell_options", {}))}
-    for width in ("hidden_size", "param_budget"):
-        if width in entry:
-            model.pop("hidden_size", None)
-            model.pop("param_budget", None)
-            model[width] = entry[width]
+    """The ``like`` model with the custom cell in it, sized as :func:`sizing` says."""
+    like = study["models"][entry["like"]]
+    model = {**copy.deepcopy(like), "cell": custom["cell"], "cell_options": copy.deepcopy(custom.get("cell_options", {}))}
+    how = sizing(entry, like)
+    if how in ("hidden_size", "param_budget"):
+        model.pop("hidden_size", None)
+        model.pop("param_budget", None)
+        model[how] = entry[how]
+    elif how == "parameters" and "hidden_size" in like:
+        del model["hidden_size"]
+        model["param_budget_of"] = entry["like"]
+    if entry.get("recipe"):
+        model["recipe_changes"] = {**like.get("recipe_changes", {}), **copy.deepcopy(entry["recipe"])}
     return model
+
+
+def _number(value) -> str:
+    return f"{value:,}" if isinstance(value, int) and not isinstance(value, bool) else f"{value:g}" \
+        if isinstance(value, float) else str(value)
+
+
+def standing(study: dict, name: str, baseline: str | None = None) -> str:
+    """In words, how the cell of your own ``name`` stands beside ``baseline`` (default: the model it is
+    ``like``): its size against that model's, and the recipe it trains with. The same at every budget
+    (the numbers of one budget: :func:`footing`)."""
+    added = study["custom_cells"][name]
+    like, how, source = added["like"], added["sizing"], added["source"]
+    baseline = baseline or like
+    if how == "parameters" and "param_budget" in study["models"][like]:
+        size = f"sized to {like}'s parameter budget"
+    elif how == "parameters":
+        size = f"sized to {like}'s parameter count"
+    elif how == "width":
+        why = (f"{source} asks for match: width" if added["match"] == "width" else
+               f"{like} has {uncountable(study['models'][like])}, which the sizing does not count")
+        size = f"at {like}'s width with a parameter count of its own, not sized to its parameters ({why})"
+    elif how == "hidden_size":
+        size = (f"at a width of its own ({added['hidden_size']:,} at the paper's size), not sized to {like}'s "
+                f"parameters, as {source} asks")
+    else:
+        size = f"sized to a parameter budget of its own ({added['param_budget']:,} at the paper's size), as {source} asks"
+    if baseline != like and how == "parameters":
+        size += f", not to {baseline}'s"
+    recipe = study["models"][like]["recipe"]
+    changes = added.get("recipe") or {}
+    trained = (f"in {like}'s recipe ({recipe})" if not changes else
+               f"in {like}'s recipe ({recipe}) but " + ", ".join(f"{key} {_number(value)}" for key, value in changes.items())
+               + f", as {source} asks")
+    return f"{name} is {size}, trained {trained}"
+
+
+def footing(study: dict, artifact: str, metrics_files: list[str]) -> dict[tuple[str, str], str]:
+    """(model, dataset) -> the ``footing`` of each cell of your own in an artifact's tables: how it stands
+    beside the model it is ``like`` at the budget of these runs, in words with their numbers (parameters,
+    the recipe values that differ). Read from the runs' metrics.json and config.json."""
+    from .analysis.run_files import read_metrics, read_run_config
+
+    added = {name: spec for name, spec in study.get("custom_cells", {}).items() if artifact in spec["artifacts"]}
+    if not added:
+        return {}
+    runs: dict[tuple[str, str], tuple[dict, dict]] = {}
+    for path in map(Path, metrics_files):
+        metrics = read_metrics(path)
+        runs.setdefault((metrics["model"], metrics["dataset"]), (metrics, read_run_config(path.parent)))
+    words = {}
+    for name, spec in added.items():
+        like = spec["like"]
+        for (model, dataset), (metrics, config) in runs.items():
+            if model != name:
+                continue
+            text = standing(study, name)
+            if (like, dataset) in runs:
+                theirs, their_config = runs[(like, dataset)]
+                ratio = metrics["params"] / theirs["params"]
+                differ = [f"{key} {_number(value)} ({like}: {_number(their_config['recipe'].get(key))})"
+                          for key, value in config["recipe"].items() if their_config["recipe"].get(key) != value]
+                text += (f"; here {metrics['params']:,} parameters against {like}'s {theirs['params']:,} "
+                         f"({ratio:.2f}x), " + (f"recipe as {like}'s but {', '.join(differ)}" if differ else
+                                                f"the same recipe as {like}"))
+            words[(name, dataset)] = text
+    return words
+
+
+def add_footing(study: dict, artifact: str, metrics_files: list[str], table_files: list[str]) -> None:
+    """Write the ``footing`` column (:func:`footing`) into each table of the artifact that has a ``model``
+    column, where the artifact has cells of your own: their words, empty in the baselines' rows."""
+    import pandas as pd
+
+    words = footing(study, artifact, metrics_files)
+    if not any(name in study["artifacts"][artifact]["models"] for name in study.get("custom_cells", {})):
+        return
+    for path in table_files:
+        table = pd.read_csv(path)
+        if "model" not in table.columns:
+            continue
+        datasets = table["dataset"] if "dataset" in table.columns else pd.Series("", index=table.index)
+        added = study.get("custom_cells", {})
+        table[FOOTING] = [words.get((str(model), str(dataset)), standing(study, str(model)) if model in added else "")
+                          for model, dataset in zip(table["model"], datasets)]
+        table.to_csv(path, index=False)
 
 
 def _claims(study: dict, name: str, artifact: str, baselines: list[str], better: str, source: str) -> list[dict]:
@@ -344,7 +487,8 @@ def _claims(study: dict, name: str, artifact: str, baselines: list[str], better:
             taken.add(claim_id)
             claim = {
                 "id": claim_id,
-                "statement": f"The added cell {name} reaches a {better} {value} than {baseline}.",
+                "statement": f"The added cell {name} reaches a {better} {value} than {baseline} "
+                             f"({standing(study, name, baseline)}).",
                 "source": f"{source} custom_cells.{name} (the new cell against each baseline of {artifact})",
                 "table": table,
                 "value": value,
@@ -365,6 +509,15 @@ def add_custom_cells(study: dict, custom_cells: dict, source: str) -> dict:
         if entry is None:
             continue
         study["models"][name] = _model(study, custom, entry)
+        # how it was added, for the words beside its rows and claims (standing, footing)
+        study.setdefault("custom_cells", {})[name] = {
+            "cell": custom["cell"], "like": entry["like"], "artifacts": list(entry["artifacts"]), "source": source,
+            "sizing": sizing(entry, study["models"][entry["like"]]), "match": entry.get("match", "parameters"),
+            **{key: copy.deepcopy(entry[key]) for key in ("hidden_size", "param_budget", "recipe") if key in entry}}
+        for artifact in entry["artifacts"]:
+            for table, columns in study["artifacts"][artifact]["columns"].items():
+                if "model" in columns and FOOTING not in columns:
+                    columns.append(FOOTING)
         for artifact in entry["artifacts"]:
             baselines = list(study["artifacts"][artifact]["models"])
             study["artifacts"][artifact]["models"].append(name)

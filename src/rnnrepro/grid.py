@@ -13,12 +13,15 @@ apart (:func:`data_key`); ``Cell.corpus`` holds that folder name.
 
 A model may give a ``param_budget`` instead of a ``hidden_size``: the cell is then sized to the
 hidden size whose language model comes closest to it (:mod:`rnnrepro.sizing`), with the corpus's
-vocabulary size from the study's ``vocab_sizes``. A model marked ``as_published`` (a published model
+vocabulary size from the study's ``vocab_sizes``. A cell of your own (rnnrepro.custom_cells) gives
+``param_budget_of: <model>`` instead: the parameter count of that model at the same budget, so it is
+compared with its baseline on equal footing at every scale. A model marked ``as_published`` (a published model
 the trainer is calibrated against) keeps its widths and recipe under every budget on a real corpus; on
 a synthetic stand-in (the smoke budget) the budget scales it like every other model.
 
 The resolved config of a cell is everything the training CLI needs and nothing else; it is passed to
-the train rule as a parameter and saved as ``config.json`` in the run folder. No torch here.
+the train rule as a parameter and saved as ``config.json`` in the run folder. No torch here, but for
+sizing a cell with no parameter formula (rnnrepro.sizing counts its layers on the meta device).
 """
 
 from __future__ import annotations
@@ -37,7 +40,7 @@ from .data.registry import DATASETS
 # every other one) are rnnrepro.layout's, re-exported here, where the workflow and the tools look.
 from .layout import (  # noqa: F401
     DEFAULT_BUDGET, LOGS, RESERVED_NAMES, RESULTS, SMOKE, earlier_layout, logs_dir, results_dir, runs_dir)
-from .sizing import hidden_size_for_budget
+from .sizing import hidden_size_for_budget, language_model_params
 
 PROCESSED = "data/processed"
 
@@ -178,6 +181,14 @@ def _head(head: dict, budget: dict) -> dict:
     return {**head, **change}
 
 
+def _vocab_size(study: dict, model_id: str, corpus: str) -> int:
+    """The vocabulary size a model sized to a parameter count is counted with (the study's ``vocab_sizes``)."""
+    if corpus not in study.get("vocab_sizes", {}):
+        raise ConfigError(f"study {study['study']!r}: model {model_id!r} is sized to a parameter budget, but "
+                          f"vocab_sizes has no entry for corpus {corpus!r}; add its vocabulary size")
+    return study["vocab_sizes"][corpus]
+
+
 def architecture(study: dict, config: dict, model_id: str, corpus: str, dataset: str | None = None) -> dict:
     """A model's layer sizes under the current budget: scaled widths, or sized to its parameter budget.
     The study's ``dataset_architectures`` change a paper dataset's widths first (the LRN authors'
@@ -185,13 +196,21 @@ def architecture(study: dict, config: dict, model_id: str, corpus: str, dataset:
     model = {**study["models"][model_id], **study.get("dataset_architectures", {}).get(dataset, {})}
     budget = {} if trains_as_published(model, corpus) else budget_of(study, config)
     same_width = model["embedding_size"] == "hidden_size"
-    if "param_budget" in model:
-        if corpus not in study.get("vocab_sizes", {}):
-            raise ConfigError(f"study {study['study']!r}: model {model_id!r} is sized to a parameter budget, but "
-                              f"vocab_sizes has no entry for corpus {corpus!r}; add its vocabulary size")
+    if "param_budget_of" in model:
+        # a cell of your own on equal footing: as many parameters as the baseline's model at this budget
+        baseline = architecture(study, config, model["param_budget_of"], corpus, dataset)
+        vocab = _vocab_size(study, model_id, corpus)
+        param_budget = language_model_params(
+            baseline["cell"], vocab, baseline["embedding_size"], baseline["hidden_size"], baseline["layers"],
+            baseline["tie_weights"], baseline["cell_options"])
+        hidden, _ = hidden_size_for_budget(
+            param_budget, model["cell"], vocab, model["layers"], model["tie_weights"], model["cell_options"],
+            embedding_size=None if same_width else baseline["embedding_size"])
+        embedding = hidden if same_width else baseline["embedding_size"]
+    elif "param_budget" in model:
         param_budget = round(model["param_budget"] * budget.get("param_scale", 1))
         hidden, _ = hidden_size_for_budget(
-            param_budget, model["cell"], study["vocab_sizes"][corpus], model["layers"], model["tie_weights"],
+            param_budget, model["cell"], _vocab_size(study, model_id, corpus), model["layers"], model["tie_weights"],
             model["cell_options"], embedding_size=None if same_width else model["embedding_size"])
         embedding = hidden if same_width else model["embedding_size"]
     else:
@@ -203,7 +222,9 @@ def architecture(study: dict, config: dict, model_id: str, corpus: str, dataset:
                    else _scaled(model["last_hidden_size"], budget))
     return {"cell": model["cell"], "embedding_size": embedding, "hidden_size": hidden, "layers": model["layers"],
             "tie_weights": model["tie_weights"], "cell_options": dict(model["cell_options"]),
-            "param_budget": param_budget, **({"init": model["init"]} if "init" in model else {}),
+            "param_budget": param_budget,
+            **({"param_budget_of": model["param_budget_of"]} if "param_budget_of" in model else {}),
+            **({"init": model["init"]} if "init" in model else {}),
             **({"init_range": model["init_range"]} if "init_range" in model else {}),
             **({"last_hidden_size": last_hidden} if last_hidden is not None else {}),
             **({"head": head} if head is not None else {})}
@@ -221,6 +242,9 @@ def resolve_cell(study: dict, config: dict, cell: Cell) -> dict:
     recipe = merged(
         study["recipes"][recipe_name],
         study.get("dataset_recipes", {}).get(recipe_name, {}).get(dataset, {}),
+        # this model's own changes (a cell of your own that needs another learning rate), which the
+        # budget then scales as it scales the recipe
+        model.get("recipe_changes", {}),
         budget.get("recipe", {}),
         budget.get("recipes", {}).get(recipe_name, {}),
     )

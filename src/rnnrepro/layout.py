@@ -28,7 +28,7 @@ OTHER_PRECISIONS = ("tf32", "bf16")
 RESULTS_PAGE = "index.html"
 RESULTS_PARTS = ("runs", *(f"runs-{name}" for name in OTHER_PRECISIONS), "tables", "figures", "notebooks", "speed",
                  "report.html", RESULTS_PAGE, ".records.json")
-LOGS_PARTS = ("train", "evaluate", "notebooks", "speed", "grow", "data")
+LOGS_PARTS = ("train", "evaluate", "restore", "notebooks", "speed", "report", "grow", "data")
 RESERVED_NAMES = frozenset(RESULTS_PARTS + LOGS_PARTS)
 # Written by `records render` beside the budgets' trees: every budget's verdicts side by side.
 # (results/notebooks/ is the default budget's: the executed notebook goes beside them.)

@@ -67,10 +67,12 @@ from pathlib import Path
 
 from . import console, grid, layout, results_page
 from .analysis.claims import is_synthetic
+from .artifact_inputs import write_inputs_list
 from .analysis.claims import outputs as claims_outputs
 from .analysis.run_files import config_differences, finite_problems
 from .configuration import (ConfigError, check_budget, check_checkout, load_run_config, load_study, load_yaml,
                             schema_problems)
+from .custom_cells import check_custom_cells, export as export_custom_cells
 from .evaluation.plan import artifact_evaluation_files
 from .runtime import GIT_SHA_ENV
 from .train import progress_file
@@ -201,6 +203,45 @@ class Unit:
         return out
 
 
+def record_of(cell: grid.Cell, records: Path = RECORDS) -> Path:
+    """The folder that records a cell (it may not exist)."""
+    return record_dir(records, cell.budget) / "runs" / cell.key
+
+
+class Restorer:
+    """Which cells' records stand in for training them in a Snakemake run (workflow/rules/records.smk):
+    a cell is restored from ``records/<budget>/`` when its whole unit is recorded and current (its
+    record, the records of the cells it is finetuned from, and every evaluation output the budget's
+    artifacts read from it: :meth:`Unit.problems`), this machine has not trained it (no ``model.pt`` in
+    its run folder: a run of this machine is never replaced), and the run needs none of its weights
+    (``weights_needed``: the cells of the targeted artifacts that read ``model.pt``, which records do
+    not keep). Otherwise the cell trains, as it would without records."""
+
+    def __init__(self, studies: dict, config: dict, weights_needed: set[grid.Cell] = frozenset(),
+                 records: Path = RECORDS):
+        self.studies, self.config, self.records = studies, config, records
+        self.weights_needed = set(weights_needed)
+        self.unit_of = {cell: unit for unit in units(studies, config) for cell in unit.cells}
+        self._problems: dict[str, list[str]] = {}
+
+    def problem(self, cell: grid.Cell) -> str | None:
+        """Why the cell is trained rather than restored, or None when its record stands in for it."""
+        if Path(cell.run_dir, "model.pt").exists():
+            return f"{cell.key}: trained on this machine ({cell.run_dir}/model.pt)"
+        unit = self.unit_of.get(cell)
+        if unit is None:  # a run folder asked for by path, outside the budget's artifacts
+            return record_problem(self.studies[cell.study], self.config, cell, self.records)
+        needed = [c for c in unit.cells if c in self.weights_needed]
+        if needed:
+            return f"{cell.key}: the run needs the weights of {needed[0].key}, which records do not keep"
+        if unit.name not in self._problems:
+            self._problems[unit.name] = unit.problems(self.studies, self.config, self.records)
+        found = self._problems[unit.name]
+        if not found:
+            return None
+        return found[0] if found[0].startswith(cell.key) else f"{cell.key}: {found[0]}"
+
+
 def _chain(study: dict, cell: grid.Cell) -> list[grid.Cell]:
     """The cell and the cells it is finetuned from, parents first."""
     chain = [cell]
@@ -239,18 +280,27 @@ def units(studies: dict, config: dict) -> list[Unit]:
 
 
 def _load(budget: str, config_file: Path, study_names: list[str] | None = None,
-          settings: dict | None = None) -> tuple[dict, dict]:
-    """The run config (``config_file`` with ``budget`` and the command line's ``settings`` over it) and its
-    studies that define the budget."""
+          settings: dict | None = None, custom_file: Path | None = None) -> tuple[dict, dict]:
+    """The run config (``config_file``, then ``custom_file``'s keys, with ``budget`` and the command line's
+    ``settings`` over it) and its studies that define the budget, with the cells of your own that
+    ``custom_file`` adds (exported, so the notebooks run here see them too)."""
     check_budget(budget)
-    config = load_run_config({**load_yaml(config_file), **(settings or {}), "budget": budget},
-                             source=str(config_file), command_line=settings)
+    source = " merged with ".join(map(str, filter(None, [config_file, custom_file])))
+    config = load_run_config({**load_yaml(config_file), **(load_yaml(custom_file) if custom_file else {}),
+                              **(settings or {}), "budget": budget}, source=source, command_line=settings)
     names = study_names or config["studies"]
     unknown = [n for n in names if n not in config["studies"]]
     if unknown:
         raise ConfigError(f"--study {', '.join(unknown)}: not a study of {config_file} "
                           f"({', '.join(config['studies'])})")
-    return config, grid.studies_with_budget({name: load_study(name) for name in names}, budget)
+    studies = {name: load_study(name, custom_cells={}) for name in names}
+    custom = config["custom_cells"]
+    if custom:
+        check_custom_cells(custom, studies, str(custom_file or config_file))
+        studies = {name: load_study(name, custom_cells=custom, custom_source=str(custom_file or config_file))
+                   for name in names}
+    export_custom_cells(custom, str(custom_file or config_file))
+    return config, grid.studies_with_budget(studies, budget)
 
 
 # ---------------------------------------------------------------- restoring and rendering
@@ -285,8 +335,11 @@ def restore(records: Path, budget: str) -> list[Path]:
                 raise FileExistsError(f"{target} differs from its record {record} and was not written by an "
                                       f"earlier render: move it away (it is a run of this machine) or delete "
                                       f"it, then render again")
-        target.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy2(record, target)
+        # a copy with a time of its own, once: Snakemake finds the restored files no older than their
+        # records (workflow/rules/records.smk) and what was built from them newer still
+        if not target.exists() or _digest(target) != _digest(record):
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(record, target)
         manifest[relative] = _digest(target)
         if target.name == "metrics.json":
             placed.append(target)
@@ -349,6 +402,9 @@ def render_plan(budget: str, config: dict, studies: dict, records: Path) -> list
                 item.state = f"not rendered: {problem}"
                 continue
             metrics = [f"{cell.run_dir}/metrics.json" for cell in grid.artifact_cells(study, config, artifact)]
+            # what the tables are made from, as the workflow lists it: a rendered table stays up to date
+            # for Snakemake until the grid changes (rnnrepro.artifact_inputs)
+            write_inputs_list(study, config, artifact)
             item.notebook, item.executed = Path(spec["notebook"]), Path(notebook)
             item.parameters = {"study": name, "artifact": artifact,
                                "metrics_files": [str(Path(m).resolve()) for m in metrics],
@@ -399,17 +455,18 @@ def say_rendered(budget: str, item: Rendering) -> None:
 
 
 def render(budget: str, records: Path = RECORDS, config_file: Path = Path("config/config.yaml"),
-           jobs: int = 2, kernel=None) -> dict:
+           jobs: int = 2, kernel=None, custom_file: Path | None = None) -> dict:
     """Render every artifact whose records are all there and current (``jobs`` worker processes side by
-    side, each running its notebooks in turn in one kernel), then the scorecard, saying each as it ends. Returns artifact -> state ("rendered", "not rendered:
-    <why>", "not in the <budget> budget ...", "failed: <error>"). ``kernel``: where the scorecard's
-    notebook runs (run_notebook.shared_kernel; a fresh one without)."""
+    side, each running its notebooks in turn in one kernel), then the scorecard, saying each as it ends,
+    with the cells of your own of ``custom_file`` where given. Returns artifact -> state ("rendered", "not
+    rendered: <why>", "not in the <budget> budget ...", "failed: <error>"). ``kernel``: where the
+    scorecard's notebook runs (run_notebook.shared_kernel; a fresh one without)."""
     from concurrent.futures import ProcessPoolExecutor, as_completed
 
     from .analysis.run_notebook import run
 
     started = time.monotonic()
-    config, studies = _load(budget, config_file)
+    config, studies = _load(budget, config_file, custom_file=custom_file)
     restore(records, budget)
     root = grid.results_dir(budget)
     plan = render_plan(budget, config, studies, records)
@@ -529,8 +586,9 @@ class Grower:
         """A Snakemake command line that ends with this process (rnnrepro.process_group): a grow that is
         killed, even with SIGKILL, stops its units as its deadline does, leaving no trainer behind."""
         settings = [f"budget={self.budget}", f"threads={self.args.threads}", *self.args.config]
+        custom = ["--configfile", str(self.args.configfile)] if self.args.configfile else []
         return [sys.executable, "-m", "rnnrepro.process_group", "--", sys.executable, "-m", "snakemake",
-                "--cores", str(threads), *extra, "--config", *settings, "--", *targets]
+                "--cores", str(threads), *extra, *custom, "--config", *settings, "--", *targets]
 
     def data_files(self) -> list[str]:
         """The prepared files every cell of the units trains and is evaluated on."""
@@ -757,7 +815,8 @@ def command_line_settings(words: list[str]) -> dict[str, str]:
 
 def grow(args: argparse.Namespace) -> int:
     # every argument is checked here, before any Snakemake run: an error in one is this command's
-    config, studies = _load(args.budget, args.run_config, args.study, command_line_settings(args.config))
+    config, studies = _load(args.budget, args.run_config, args.study, command_line_settings(args.config),
+                            args.configfile)
     if args.budget == grid.SMOKE:
         raise ConfigError("grow records real-data runs: the smoke budget trains on synthetic corpora")
     hold_grow_lock(args.budget)
@@ -784,7 +843,7 @@ def grow(args: argparse.Namespace) -> int:
 
 
 def list_units(args: argparse.Namespace) -> int:
-    config, studies = _load(args.budget, args.run_config, args.study)
+    config, studies = _load(args.budget, args.run_config, args.study, custom_file=args.configfile)
     found = selected(units(studies, config), args.unit)
     counts = {"recorded": 0, "stale": 0, "missing": 0}
     for unit in found:
@@ -849,6 +908,10 @@ def main(argv=None) -> int:
                                  "of one, which shows beside its own)")
     readme_cmd.add_argument("--check", action="store_true",
                             help="write nothing; fail when the README's section differs from the scorecards")
+    for command in (grow_cmd, list_cmd, render_cmd):
+        command.add_argument("--configfile", type=Path, metavar="FILE",
+                             help="a config file of cells of your own (custom_cells, docs/custom_cells.md), merged "
+                                  "over the run config as snakemake --configfile merges it, e.g. examples/mgu.yaml")
     args = parser.parse_args(argv)
     try:
         check_checkout()
@@ -876,7 +939,8 @@ def main(argv=None) -> int:
         failed = False
         with shared_kernel() as kernel:  # the scorecards' notebooks, one after another
             for budget in scales_first(args.budget, args.run_config):
-                status = render(budget, args.records, args.run_config, jobs=args.jobs, kernel=kernel)
+                status = render(budget, args.records, args.run_config, jobs=args.jobs, kernel=kernel,
+                                custom_file=args.configfile)
                 failed |= any(state.startswith("failed") for state in status.values())
             shown = render_by_budget(kernel)
         if shown:

@@ -1,9 +1,9 @@
 """Captions of the Snakemake report (``snakemake --report report.html``), one per artifact.
 
 Every table and figure an artifact's notebook writes is marked ``report()`` in
-``workflow/rules/analysis.smk``; its caption (the template ``workflow/report/caption.rst``) is the
-text :func:`artifact_caption` builds from the files that define the artifact, never written by hand
-(the claims scorecard's: :func:`claims_caption`):
+``workflow/rules/analysis.smk``; its caption (a file per artifact the workflow writes when it builds a
+report, ``<logs>/report/<study>_<artifact>.rst``) is the text :func:`artifact_caption` builds from the
+files that define the artifact, never written by hand (the claims scorecard's: :func:`claims_caption`):
 
 - what it shows and which paper artifact it replicates: the notebook's first markdown cell (its title
   and description) and the study's title;

@@ -199,9 +199,9 @@ def problems(targets: list[str], studies: dict, budget: str, budgets: list[str],
     return found
 
 
-def training_cells(studies: dict, config: dict, targets: list[str]) -> list[grid.Cell]:
-    """The training cells (with the cells they are finetuned from) that ``targets`` need at the run's
-    budget (no targets: rule all's, every artifact)."""
+def wanted(studies: dict, config: dict, targets: list[str]) -> tuple[list[tuple[str, str]], list[grid.Cell]]:
+    """The (study, artifact) pairs ``targets`` ask for at the run's budget (no targets: rule all's, every
+    artifact; the scorecard: every artifact whose tables a claim reads), and the run folders they name."""
     root = grid.results_dir(config["budget"])
     outputs = {o.path: o for o in budget_outputs(studies, config["budget"])}
     every = [(name, artifact) for name, study in studies.items() for artifact in grid.artifacts(study, config)]
@@ -211,8 +211,11 @@ def training_cells(studies: dict, config: dict, targets: list[str]) -> list[grid
         output = outputs.get(path)
         runs = grid.runs_dir(config["budget"], config.get("precision", "fp32"))
         run = RUN_PATH.fullmatch("runs/" + path[len(runs) + 1:]) if path.startswith(f"{runs}/") else None
-        if path in ("all", "claims", "results_page") or (output and not output.study):
+        if path in ("all", "results_page") or (output and output.artifact == "results_page"):
             wanted += every
+        elif path == "claims" or (output and not output.study):
+            wanted += [(name, artifact) for name, artifact in every
+                       if claimed(studies[name], studies[name]["artifacts"][artifact]["tables"])]
         elif output:
             wanted.append((output.study, output.artifact))
         elif path.startswith("notebook_") and tuple(path[9:].split("_", 1)) in every:
@@ -220,7 +223,31 @@ def training_cells(studies: dict, config: dict, targets: list[str]) -> list[grid
         elif run and run["study"] in studies and run["model"] in studies[run["study"]]["models"]:
             cells.append(grid.Cell(run["study"], run["corpus"], run["model"], int(run["fraction"]),
                                    int(run["seed"]), config["budget"], config.get("precision", "fp32")))
-    for name, artifact in dict.fromkeys(wanted):
+    return list(dict.fromkeys(wanted)), cells
+
+
+def claimed(study: dict, tables: list[str]) -> list[str]:
+    """The tables among ``tables`` that a claim of the study reads (the scorecard's inputs)."""
+    read = {claim["table"] for claim in study.get("claims", [])}
+    return [table for table in tables if table in read]
+
+
+def weights_read(studies: dict, config: dict, targets: list[str]) -> set[grid.Cell]:
+    """The training cells whose weights (``model.pt``) the artifacts ``targets`` ask for read
+    (``reads_weights`` in the study file)."""
+    weights = [target for target in targets if normalised(target).endswith("/model.pt")]
+    others = [target for target in targets if target not in weights]
+    artifacts = wanted(studies, config, others)[0] if others or not targets else []
+    asked = wanted(studies, config, weights)[1] if weights else []
+    return set(asked) | {cell for name, artifact in artifacts if studies[name]["artifacts"][artifact].get("reads_weights")
+                    for cell in grid.artifact_cells(studies[name], config, artifact)}
+
+
+def training_cells(studies: dict, config: dict, targets: list[str]) -> list[grid.Cell]:
+    """The training cells (with the cells they are finetuned from) that ``targets`` need at the run's
+    budget (no targets: rule all's, every artifact)."""
+    artifacts, cells = wanted(studies, config, targets)
+    for name, artifact in artifacts:
         cells += grid.artifact_cells(studies[name], config, artifact)
     chains = []
     for cell in dict.fromkeys(cells):

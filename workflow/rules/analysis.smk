@@ -15,15 +15,20 @@ for _study in STUDIES:
             input:
                 notebook=STUDIES[_study]["artifacts"][_artifact]["notebook"],
                 study=f"config/studies/{_study}.yaml",
-                metrics=artifact_metrics(_study, _artifact),
-                evaluations=artifact_evaluation_files(
-                    STUDIES[_study], config, _artifact
+                # the run files below, listed: newer than the tables when the grid changed
+                # (rnnrepro.artifact_inputs; the tables `records render` wrote keep no metadata)
+                inputs_list=(
+                    refresh_inputs_list(
+                        STUDIES[_study],
+                        config,
+                        _artifact,
+                        [*_out["tables"], *_out["figures"], _out["notebook"]],
+                    )
+                    if workflow.is_main_process
+                    else str(inputs_list(config["budget"], _study, _artifact))
                 ),
-                speed=(
-                    f"{RESULTS}/speed/{_study}.json"
-                    if STUDIES[_study]["artifacts"][_artifact].get("speed")
-                    else []
-                ),
+                # metrics, evaluations, weights (where the notebook reads them), speed
+                **notebook_inputs(STUDIES[_study], config, _artifact),
             output:
                 tables=[
                     update(report_output(path, _study, _artifact, "table"))
@@ -42,14 +47,24 @@ for _study in STUDIES:
                 study=_study,
                 artifact=_artifact,
                 last_failure=last_failure(_out["notebook"]),
-                # the report's caption of its tables and figures (workflow/report/caption.rst)
-                caption=artifact_caption(
-                    STUDIES[_study], config, _artifact, Path(workflow.basedir)
-                ),
             shell:
                 "python -m rnnrepro.analysis.run_notebook {input.notebook:q} {output.notebook:q} "
                 "--study {params.study} --artifact {params.artifact} --metrics {input.metrics:q} "
                 "--tables {output.tables:q} --figures {output.figures:q} > {log:q} 2>&1"
+
+
+rule list_notebook_inputs:
+    output:
+        f"{RESULTS}/notebooks/{{study}}_{{artifact}}.inputs.txt",
+    log:
+        f"{LOGS}/notebooks/{{study}}_{{artifact}}.inputs.log",
+    wildcard_constraints:
+        study=one_of(STUDIES),
+        artifact=one_of({a for s in STUDIES.values() for a in s["artifacts"]}),
+    localrule: True
+    run:
+        written = write_inputs_list(STUDIES[wildcards.study], config, wildcards.artifact)
+        Path(log[0]).write_text(f"{written}: {len(written.read_text().splitlines())} files\n")
 
 
 # The claims scorecard (docs/claims.md): every study's claims against every study's tables, so it is
@@ -59,17 +74,22 @@ with config_errors_stop_the_workflow():
         check_claims(STUDIES[_study])
 
 
+CLAIMS_CAPTION = caption_file(
+    "claims", lambda: claims_caption(config, STUDIES, Path(workflow.basedir))
+)
+
+
 rule claims:
     input:
         notebook="notebooks/claims.py",
         studies=[f"config/studies/{study}.yaml" for study in STUDIES],
-        tables=all_tables(),
+        tables=claimed_tables(),
     output:
         tables=[
             update(
                 report(
                     path,
-                    caption="../report/caption.rst",
+                    caption=CLAIMS_CAPTION,
                     category="Claims scorecard",
                     labels={
                         "artifact": "claims",
@@ -84,7 +104,7 @@ rule claims:
             update(
                 report(
                     path,
-                    caption="../report/caption.rst",
+                    caption=CLAIMS_CAPTION,
                     category="Claims scorecard",
                     labels={
                         "artifact": "claims",
@@ -102,7 +122,6 @@ rule claims:
         ENV
     params:
         last_failure=last_failure(f"{RESULTS}/notebooks/claims.ipynb"),
-        caption=claims_caption(config, STUDIES, Path(workflow.basedir)),
         run_config=json.dumps(
             {
                 "budget": config["budget"],

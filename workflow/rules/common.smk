@@ -11,7 +11,13 @@ from snakemake.logging import logger
 from snakemake.settings.types import DeploymentMethod
 
 # SRC is on sys.path (config_file.smk): the project's own (torch-free) modules, from this checkout
-from rnnrepro import command_line, grid, precision, targets
+from rnnrepro import command_line, grid, precision, records, targets
+from rnnrepro.artifact_inputs import (
+    inputs_list,
+    notebook_inputs,
+    refresh_inputs_list,
+    write_inputs_list,
+)
 from rnnrepro.configuration import ConfigError, budgets, load_run_config, load_study
 from rnnrepro.custom_cells import check_custom_cells, export as export_custom_cells
 from rnnrepro.report import artifact_caption, claims_caption
@@ -26,7 +32,6 @@ from rnnrepro.data.registry import DATASETS
 from rnnrepro.data.transfer import MIRROR_ENV, TRUST_ENV
 from rnnrepro.data.text8style import TEXT8STYLE_DATASETS
 from rnnrepro.evaluation.plan import (
-    artifact_evaluation_files,
     check_evaluations,
     evaluation_names,
     evaluation_spec,
@@ -179,11 +184,14 @@ def check_the_command():
     if replaced:
         cells = targets.training_cells(STUDIES, config, requested)
         untrained = sum(
-            not Path(cell.run_dir, "metrics.json").exists() for cell in cells
+            not Path(cell.run_dir, "metrics.json").exists()
+            and restore_problem(cell) is not None
+            for cell in cells
         )
         logger.warning(
             f"[rnnrepro] budget {config['budget']}, {replaced}: the targets need "
-            f"{len(cells)} training cells, {untrained} of them not trained yet, in {RUNS}/"
+            f"{len(cells)} training cells, {untrained} of them not trained yet (in {RUNS}/ "
+            f"or current in records/)"
         )
     study_files = [
         path.stem for path in Path(workflow.basedir, "config/studies").glob("*.yaml")
@@ -228,11 +236,36 @@ def artifact_outputs(study, artifact):
     }
 
 
+# The report's captions (rnnrepro.report), one file per artifact, written where the command builds a
+# report (`--report`, or Snakemake driven from Python): files, not rule params, so that a dry run does
+# not print them and a changed caption reruns no notebook.
+WRITES_REPORT = command_line.builds_report()
+
+
+def caption_file(name, caption):
+    """The caption file of artifact ``name`` (``caption()`` builds its text), written when a report is built;
+    its text is shown as written (Jinja, which reads caption files, is told to leave it alone)."""
+    path = Path(LOGS, "report", f"{name}.rst").absolute()
+    if WRITES_REPORT and workflow.is_main_process:
+        text = "{% raw %}\n" + caption() + "{% endraw %}\n"
+        if not path.exists() or path.read_text() != text:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            written = path.with_suffix(".rst.tmp")
+            written.write_text(text)
+            written.replace(path)
+    return str(path)
+
+
 def report_output(path, study, artifact, kind):
     """An artifact's table or figure, shown in `snakemake --report` under its study and artifact."""
     return report(
         path,
-        caption="../report/caption.rst",
+        caption=caption_file(
+            f"{study}_{artifact}",
+            lambda: artifact_caption(
+                STUDIES[study], config, artifact, Path(workflow.basedir)
+            ),
+        ),
         category=STUDIES[study]["title"],
         subcategory=artifact,
         labels={"artifact": artifact, "type": kind, "name": Path(path).stem},
@@ -255,13 +288,15 @@ def all_artifacts():
     )
 
 
-def all_tables():
-    """Every artifact table of every study (the claims scorecard reads them)."""
+def claimed_tables():
+    """Every artifact table a claim of its study reads (the claims scorecard's inputs)."""
     return [
-        table
+        f"{RESULTS}/tables/{table}.csv"
         for study in STUDIES
         for artifact in grid.artifacts(STUDIES[study], config)
-        for table in artifact_outputs(study, artifact)["tables"]
+        for table in targets.claimed(
+            STUDIES[study], STUDIES[study]["artifacts"][artifact]["tables"]
+        )
     ]
 
 
@@ -345,6 +380,77 @@ def train_inputs(wildcards):
     return inputs
 
 
+# Recorded runs that stand in for training (records.smk): asked of each cell the run plans, once.
+RESTORER = (
+    records.Restorer(
+        STUDIES,
+        config,
+        targets.weights_read(STUDIES, config, command_line.requested_targets() or []),
+    )
+    if config["use_records"]
+    else None
+)
+RESTORE_PROBLEMS = {}
+
+
+def restore_problem(cell):
+    """Why the cell trains rather than being restored from its record, or None. A record that exists but
+    cannot be used (stale, damaged, its unit unfinished) is named once, in the main process."""
+    if RESTORER is None:
+        return "use_records is false"
+    if cell not in RESTORE_PROBLEMS:
+        problem = RESTORE_PROBLEMS[cell] = RESTORER.problem(cell)
+        if (
+            problem
+            and workflow.is_main_process
+            and records.record_of(cell).is_dir()
+            and "trained on this machine" not in problem
+        ):
+            logger.warning(
+                f"[rnnrepro] not restored from its record, so it trains: {problem}"
+            )
+    return RESTORE_PROBLEMS[cell]
+
+
+def not_restored(cell):
+    """An input no file and no rule provides: Snakemake drops a restoring rule that asks for it (quietly,
+    since another rule makes the file) and trains the cell."""
+    return str(records.record_of(cell) / "(not restored)")
+
+
+def recorded_cell(wildcards):
+    """The record of a cell, where it stands in for training it."""
+    cell = cell_of(wildcards)
+    run = records.record_of(cell)
+    names = (("config", "json"), ("history", "csv"), ("metrics", "json"))
+    if restore_problem(cell):
+        return {name: not_restored(cell) for name, _ in names}
+    return {name: f"{run}/{name}.{ext}" for name, ext in names}
+
+
+def recorded_evaluation(wildcards):
+    """The recorded output of an evaluation of a cell restored from its record."""
+    cell = cell_of(wildcards)
+    record = records.record_of(cell) / f"{wildcards.evaluation}.json"
+    if restore_problem(cell) or not record.exists():
+        return not_restored(cell)
+    return str(record)
+
+
+def recorded_speed(wildcards):
+    """A study's recorded speed benchmark, unless this machine measured one of its own."""
+    record = records.record_dir(records.RECORDS, config["budget"]) / "speed" / f"{wildcards.study}.json"
+    local = Path(RESULTS, "speed", f"{wildcards.study}.json")
+    if (
+        RESTORER is None
+        or not record.exists()
+        or local.exists()
+        and local.read_bytes() != record.read_bytes()
+    ):
+        return str(record.with_name(f"{wildcards.study} (not restored)"))
+    return str(record)
+
+
 def cell_config(wildcards):
     cfg = grid.resolve_cell(STUDIES[wildcards.study], config, cell_of(wildcards))
     # bf16 where only the machine can tell (oneDNN's bfloat16 LSTM needs AVX-512): the trial a training
@@ -359,11 +465,6 @@ def cell_config(wildcards):
                 "file was changed."
             )
     return json.dumps(cfg)
-
-
-def artifact_metrics(study, artifact):
-    cells = grid.artifact_cells(STUDIES[study], config, artifact)
-    return [f"{cell.run_dir}/metrics.json" for cell in cells]
 
 
 def evaluation_inputs(wildcards):

@@ -19,7 +19,9 @@ rnnrepro.analysis.failed_notebooks has the next run rebuild them).
 Every table the notebook writes must have exactly the columns its artifact declares in the study file
 (``artifacts.<artifact>.columns``, which the claims are checked against when the workflow is parsed):
 a table with other columns is an error naming the table and the difference, so the declaration cannot
-drift from what the notebook writes.
+drift from what the notebook writes. Where the artifact has cells of your own (config ``custom_cells``),
+each table with a ``model`` column gets one more, ``footing``, once the notebook has written it: how
+each such cell stands beside its baseline, in words (rnnrepro.custom_cells.add_footing).
 """
 
 from __future__ import annotations
@@ -39,6 +41,7 @@ import papermill
 
 from .. import console, layout
 from ..configuration import ConfigError, check_checkout, load_study
+from ..custom_cells import add_footing
 from . import failed_notebooks
 from .run_files import check_metrics_files, stale_problem
 
@@ -202,6 +205,9 @@ def _run(notebook: Path, output: Path, parameters: dict, kernel=None) -> None:
             if missing:
                 raise RuntimeError(f"notebook {notebook} ran but did not write {', '.join(missing)}")
             if "study" in parameters:  # an artifact's notebook (the scorecard's belongs to no study)
+                # where the artifact has cells of your own, how each stands beside its baseline (in words)
+                add_footing(load_study(parameters["study"]), parameters["artifact"], metrics_files,
+                            [str(partial[Path(p)]) for p in parameters["tables"]])
                 differences = column_differences(parameters["study"], parameters["artifact"],
                                                  [str(partial[Path(p)]) for p in parameters["tables"]])
                 if differences:

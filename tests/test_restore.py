@@ -1,0 +1,190 @@
+"""Recorded runs standing in for training (workflow/rules/records.smk, rnnrepro.records.Restorer): with
+records of every baseline, a run with a cell of your own trains that cell's seeds alone; a stale,
+unfinished or missing record trains its cell, and so does a cell whose weights the run needs. On
+hand-written records in temporary directories, and Snakemake dry runs."""
+
+import json
+
+import pytest
+from conftest import copy_project, snakemake
+
+from rnnrepro import grid, records
+from rnnrepro.configuration import REPO_ROOT, load_run_config, load_study, load_yaml
+from rnnrepro.custom_cells import check_custom_cells
+
+EXAMPLE = REPO_ROOT / "examples" / "mgu.yaml"
+
+
+def cpu_studies(custom: bool = True) -> tuple[dict, dict]:
+    config = load_run_config({**load_yaml(REPO_ROOT / "config" / "config.yaml"), "budget": "cpu"})
+    cells = load_yaml(EXAMPLE)["custom_cells"] if custom else {}
+    studies = {name: load_study(name, custom_cells={}) for name in config["studies"]}
+    if cells:
+        check_custom_cells(cells, studies, "examples/mgu.yaml")
+    studies = {name: load_study(name, custom_cells=cells, custom_source="examples/mgu.yaml") for name in studies}
+    return config, grid.studies_with_budget(studies, "cpu")
+
+
+def write_record(root, study: dict, config: dict, cell: grid.Cell, evaluations=()) -> None:
+    """A hand-written record of one cell: the config the study file resolves for it, a one-epoch history,
+    metrics with the fields the notebooks read, and empty evaluation outputs."""
+    run = root / records.record_of(cell)
+    run.mkdir(parents=True, exist_ok=True)
+    (run / "config.json").write_text(json.dumps(grid.resolve_cell(study, config, cell)))
+    (run / "history.csv").write_text("epoch,train_loss,train_ppl,val_loss,val_ppl,lr,averaging,seconds,tokens_per_s\n"
+                                     "1,5.8,330.3,5.7,298.9,30.0,False,60.0,1500.0\n")
+    (run / "metrics.json").write_text(json.dumps({
+        "study": cell.study, "dataset": "ptb", "corpus": cell.corpus, "model": cell.model, "fraction": cell.fraction,
+        "seed": cell.seed, "budget": cell.budget, "params": 559568, "epochs": 1, "wall_seconds": 60.0,
+        "val_loss": 5.7, "val_ppl": 298.9, "test_loss": 5.65, "test_ppl": 284.3}))
+    for name in evaluations:
+        (run / f"{name}.json").write_text("{}")
+
+
+def record_units(root, studies: dict, config: dict, study: str, models: set[str]) -> list[records.Unit]:
+    """Records of every unit of ``study`` whose cell is one of ``models``, with their evaluations."""
+    written = []
+    for unit in records.units({study: studies[study]}, config):
+        if unit.cells and unit.cells[-1].model in models:
+            for cell in unit.cells:
+                names = [e.rsplit("/", 1)[1].removesuffix(".json") for e in unit.evaluations
+                         if e.startswith(cell.run_dir + "/")]
+                write_record(root, studies[study], config, cell, names)
+            written.append(unit)
+    return written
+
+
+TABLE1 = {"lstm_m1000", "lstm_m1400", "pru_g1_k2_m1000", "pru_g2_k2_m1200", "pru_g4_k2_m1400"}
+
+
+@pytest.fixture
+def recorded(tmp_path, monkeypatch):
+    """The cpu budget's PRU Table 1 baselines recorded (by hand) in a temporary working directory."""
+    monkeypatch.chdir(tmp_path)
+    config, studies = cpu_studies()
+    record_units(tmp_path, studies, config, "pru", TABLE1)
+    return tmp_path, config, studies
+
+
+def table1_cell(model: str, seed: int = 1111) -> grid.Cell:
+    return grid.Cell("pru", "ptb", model, 10, seed, "cpu")
+
+
+def test_a_current_record_stands_in_and_what_does_not_is_named(recorded):
+    root, config, studies = recorded
+    restorer = records.Restorer(studies, config)
+    assert restorer.problem(table1_cell("lstm_m1400")) is None
+    assert restorer.problem(table1_cell("mgu")) == "pru/ptb/mgu/frac10/seed1111: not recorded"
+
+    # a record the study file no longer resolves to (the recipe changed)
+    stale = root / records.record_of(table1_cell("pru_g1_k2_m1000", 1112)) / "config.json"
+    cfg = json.loads(stale.read_text())
+    cfg["recipe"]["lr"] = 20.0
+    stale.write_text(json.dumps(cfg))
+    assert "stale record" in records.Restorer(studies, config).problem(table1_cell("pru_g1_k2_m1000", 1112))
+
+    # a unit not wholly recorded: the cell's evaluation output is missing, so the cell trains again
+    (root / records.record_of(table1_cell("lstm_m1000", 1113)) / "entropy.json").unlink()
+    problem = records.Restorer(studies, config).problem(table1_cell("lstm_m1000", 1113))
+    assert problem.startswith("pru/ptb/lstm_m1000/frac10/seed1113: ") and "entropy.json: not recorded" in problem
+
+    # a cell this machine trained (its weights are here) is never replaced by a record
+    run = root / table1_cell("lstm_m1400", 1112).run_dir
+    run.mkdir(parents=True)
+    (run / "model.pt").write_bytes(b"")
+    assert "trained on this machine" in records.Restorer(studies, config).problem(table1_cell("lstm_m1400", 1112))
+
+    # a cell whose weights the run needs (records keep none)
+    needs = records.Restorer(studies, config, weights_needed={table1_cell("pru_g4_k2_m1400")})
+    assert "needs the weights" in needs.problem(table1_cell("pru_g4_k2_m1400"))
+    assert needs.problem(table1_cell("pru_g4_k2_m1400", 1112)) is None
+
+
+def test_the_cells_whose_weights_a_target_reads(recorded):
+    from rnnrepro import targets
+
+    _, config, studies = recorded
+    assert targets.weights_read(studies, config, ["results/cpu/tables/pru_table1.csv"]) == set()
+    fig4 = targets.weights_read(studies, config, ["results/cpu/tables/pru_fig4.csv"])
+    assert fig4 == {table1_cell(m, s) for m in ("lstm_m1000", "pru_g4_k2_m1400") for s in (1111, 1112, 1113)}
+    assert targets.weights_read(studies, config, []) == fig4  # no target: rule all, every artifact
+    # the scorecard reads no table of an artifact that reads weights
+    assert targets.weights_read(studies, config, ["results/cpu/tables/claims.csv"]) == set()
+    asked = targets.weights_read(studies, config, ["results/cpu/runs/pru/ptb/lstm_m1400/frac10/seed1111/model.pt"])
+    assert asked == {table1_cell("lstm_m1400")}
+
+
+# --- the workflow ------------------------------------------------------------------------------------
+
+def planned(run) -> dict[str, int]:
+    """Job counts of a dry run's job stats table."""
+    lines = run.stdout.split("Job stats:")[1].splitlines()[3:]
+    counts = {}
+    for line in lines:
+        parts = line.split()
+        if len(parts) != 2 or parts[0] == "total":
+            break
+        counts[parts[0]] = int(parts[1])
+    return counts
+
+
+@pytest.fixture(scope="module")
+def project(tmp_path_factory):
+    """A project copy with the example and hand-written records of the cpu budget's PRU Table 1."""
+    import shutil
+
+    root = copy_project(tmp_path_factory.mktemp("restore"))
+    shutil.copytree(REPO_ROOT / "examples", root / "examples", ignore=shutil.ignore_patterns("__pycache__"))
+    config, studies = cpu_studies()
+    record_units(root, studies, config, "pru", TABLE1)
+    return root
+
+
+TABLE1_TARGET = "results/cpu/tables/pru_table1.csv"
+
+
+def test_only_the_cell_of_your_own_trains_beside_recorded_baselines(project):
+    run = snakemake(project, "-n", "--cores", "2", TABLE1_TARGET, "--configfile", "examples/mgu.yaml",
+                    "--config", "budget=cpu")
+    assert run.returncode == 0, run.stderr[-3000:]
+    jobs = planned(run)
+    assert jobs["restore_cell"] == 15 and jobs["train_cell"] == 3 and jobs["notebook_pru_table1"] == 1, jobs
+    trained = [line for line in run.stdout.splitlines() if line.startswith("    output: results/cpu/runs/")
+               and line.endswith("model.pt")]
+    assert len(trained) == 3 and all("/mgu/" in line for line in trained), trained
+    # the baselines alone: nothing trains
+    run = snakemake(project, "-n", "--cores", "2", TABLE1_TARGET, "--config", "budget=cpu")
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert "train_cell" not in planned(run) and planned(run)["restore_cell"] == 15
+    # without the records: every cell trains
+    run = snakemake(project, "-n", "--cores", "2", TABLE1_TARGET, "--configfile", "examples/mgu.yaml",
+                    "--config", "budget=cpu", "use_records=false")
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert planned(run)["train_cell"] == 18 and "restore_cell" not in planned(run)
+
+
+def test_a_stale_baseline_trains_again_and_is_named(project):
+    stale = project / records.record_of(table1_cell("pru_g2_k2_m1200", 1113)) / "config.json"
+    saved = stale.read_text()
+    cfg = json.loads(saved)
+    cfg["architecture"]["hidden_size"] += 8
+    stale.write_text(json.dumps(cfg))
+    try:
+        run = snakemake(project, "-n", "--cores", "2", TABLE1_TARGET, "--config", "budget=cpu")
+    finally:
+        stale.write_text(saved)
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert planned(run)["train_cell"] == 1 and planned(run)["restore_cell"] == 14
+    said = run.stdout + run.stderr
+    assert ("not restored from its record, so it trains: pru/ptb/pru_g2_k2_m1200/frac10/seed1113: stale record"
+            in said), said[-3000:]
+    assert "architecture.hidden_size 120 -> 128" in said or "architecture.hidden_size 128 -> 120" in said
+
+
+def test_an_artifact_that_reads_weights_trains_its_cells(project):
+    run = snakemake(project, "-n", "--cores", "2", "results/cpu/tables/pru_fig4.csv", TABLE1_TARGET,
+                    "--config", "budget=cpu")
+    assert run.returncode == 0, run.stderr[-3000:]
+    jobs = planned(run)
+    # LSTM M=1000 and PRU g=4 (three seeds each) train; their Table 1 rows come from those runs too
+    assert jobs["train_cell"] == 6 and jobs["restore_cell"] == 9, jobs
