@@ -58,6 +58,13 @@ def test_recorded_runs_render_into_tables_and_the_scorecard(budget, rendered):
         assert (mine["budget"] == budget).all() and mine["data"].isin(["real", COUNTED]).all(), table
     # a verdict only where its table was rendered from the records
     assert set(card[card["verdict"].isin(["held", "not held", "inconclusive"])]["table"]) <= tables
+    # and the budget's results page, its scorecard one row per row of claims.csv, every figure inline
+    page = project / "results" / budget / "index.html"
+    assert f"read them on the results page: results/{budget}/index.html" in summary, summary
+    html = page.read_text()
+    assert html.count('<tr class="claim ') == len(card)
+    figures = sorted((project / "results" / budget / "figures").glob("*.png"))
+    assert figures and all(f'alt="{figure.stem}"' in html for figure in figures)
 
 
 def test_readme_scorecard_is_the_rendered_one(rendered):

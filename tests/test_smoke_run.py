@@ -256,3 +256,38 @@ def show_figure(browser: HeadlessChromium, figure: str, screenshots: Path, shown
         return img ? [img.naturalWidth, img.naturalHeight] : null; }})()""", f"figure {figure}")
     shown[figure] = tuple(size)
     browser.screenshot(screenshots / f"report-{figure}.png")
+
+
+def test_the_results_page_loads_offline_with_every_image_and_one_row_per_claim(smoke_project, tmp_path):
+    """`all` ends with the budget's results page: one self-contained file (opened from a copy in a
+    folder of its own, so nothing beside it can be read) whose first screen counts the verdicts, whose
+    scorecard has one row per row of claims.csv, and whose every image loads."""
+    if chromium_executable() is None:
+        pytest.skip(MISSING)
+    page = smoke_project / "results/smoke/index.html"
+    card = pd.read_csv(smoke_project / "results/smoke/tables/claims.csv")
+    alone = tmp_path / "alone" / "index.html"
+    alone.parent.mkdir()
+    shutil.copy(page, alone)
+    text = alone.read_text()
+    assert "http://" not in text.replace("http://www.w3.org", "") and "https://" not in text.split("<body>")[0]
+    with HeadlessChromium(tmp_path / "chromium-profile") as browser:
+        browser.open(alone.as_uri())
+        browser.wait_for("document.querySelector('table.scorecard') !== null", "the scorecard")
+        rows = browser.evaluate("document.querySelectorAll('table.scorecard tbody tr').length")
+        assert rows == len(card)
+        images = browser.wait_for("""(() => { const all = [...document.images];
+            return all.length && all.every(i => i.complete) ? all.map(i => [i.alt, i.naturalWidth]) : null; })()""",
+                                  "every image")
+        figures = {p.stem for p in smoke_project.glob("results/smoke/figures/*.png")}
+        assert figures <= {alt for alt, _ in images}, figures - {alt for alt, _ in images}
+        assert all(width > 0 for _, width in images), [alt for alt, width in images if not width]
+        tiles = browser.evaluate("[...document.querySelectorAll('.tile')].map(t => t.innerText)")
+        counts = card["verdict"].value_counts()
+        for verdict in (HELD, NOT_HELD, NOT_TESTED):
+            lines = [[line.strip() for line in t.splitlines() if line.strip()] for t in tiles]
+            assert [str(counts.get(verdict, 0)), verdict] in [ls[:2] for ls in lines], (verdict, tiles)
+        # the verdicts are on the first screen
+        top = browser.evaluate("document.querySelector('.tile').getBoundingClientRect().bottom")
+        assert top < 1000
+        browser.screenshot(tmp_path / "page.png")

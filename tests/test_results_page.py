@@ -1,0 +1,56 @@
+"""The results page's pieces on hand-written values: numbers as a table publishes them, the columns a
+person reads, the verdicts' classes and counts (rnnrepro.results_page, rnnrepro.analysis.notebook)."""
+
+import pandas as pd
+import pytest
+
+from rnnrepro.analysis.claims import COUNTED, HELD, INCONCLUSIVE, NOT_HELD, NOT_TESTABLE, NOT_TESTED
+from rnnrepro.analysis.notebook import readable, rounded
+from rnnrepro.results_page import column_order, number_text, verdict_class, verdict_counts
+
+
+@pytest.mark.parametrize("value, shown", [
+    (278.65515706, 278.7),      # a computed perplexity: four significant digits
+    (62.42, 62.42),             # a paper's number as printed stays
+    (2.1497, 2.1497),
+    (0.559568, 0.559568),       # a size in millions stays (six digits)
+    (0.0123456789, 0.01235),
+    (1234567.891, 1235000.0),
+    (0.0, 0.0),
+])
+def test_a_number_keeps_what_a_published_table_would(value, shown):
+    assert readable(value) == shown
+
+
+def test_rounded_tables_keep_the_seeds_values_whole_and_integers_as_integers():
+    table = pd.DataFrame({"val_ppl": [278.65515706, 301.1234567], "epochs": [12.0, 40.0],
+                          "val_ppl_samples": ["278.65515706;279.1", "301.1234567"], "model": ["a", "b"]})
+    out = rounded(table)
+    assert list(out["val_ppl"]) == [278.7, 301.1]
+    assert str(out["epochs"].dtype) == "Int64" and list(out["epochs"]) == [12, 40]
+    assert list(out["val_ppl_samples"]) == list(table["val_ppl_samples"])  # what the scorecard reads
+    assert list(out["model"]) == ["a", "b"]
+
+
+@pytest.mark.parametrize("value, text", [
+    (278.65515706, "278.7"), (12.0, "12"), (float("nan"), ""), (None, ""), (True, "yes"), ("lstm", "lstm"),
+    (2.885e6, "2885000"), (0.00001234, "1.23e-05"),
+])
+def test_numbers_on_the_page(value, text):
+    assert number_text(value) == text
+
+
+def test_each_paper_column_stands_beside_ours_and_samples_are_left_to_the_csv():
+    columns = ["model", "paper_test_ppl", "test_ppl", "test_ppl_std", "val_ppl", "paper_val_ppl",
+               "test_ppl_samples", "paper_params_m"]
+    assert column_order(columns) == ["model", "test_ppl", "test_ppl_std", "paper_test_ppl", "val_ppl", "paper_val_ppl",
+                                     "paper_params_m"]
+
+
+def test_verdicts_are_counted_and_coloured_by_their_word():
+    card = pd.DataFrame({"verdict": [HELD, HELD, NOT_HELD, INCONCLUSIVE, NOT_TESTABLE, NOT_TESTED, NOT_TESTED],
+                         "data": ["real", COUNTED, "real", "real", "real", "", ""]})
+    counts = {c["verdict"]: (c["rows"], c["counted"]) for c in verdict_counts(card)}
+    assert counts == {HELD: (2, 1), NOT_HELD: (1, 0), INCONCLUSIVE: (1, 0), NOT_TESTABLE: (1, 0), NOT_TESTED: (2, 0)}
+    assert [verdict_class(v) for v in (HELD, NOT_HELD, NOT_TESTABLE, "")] == [
+        "held", "not-held", "not-testable", "not-tested"]
