@@ -92,10 +92,12 @@ def test_one_value_per_row_has_no_interval_and_the_numbers_decide():
 
 # --- how runs ended -------------------------------------------------------------------------------
 
-def write_run(folder, history: pd.DataFrame, cap: int, model="a", seed=1):
-    """A hand-written run folder (FIXTURE numbers, no training): config, metrics and history."""
+def write_run(folder, history: pd.DataFrame, cap: int, model="a", seed=1, early_stopping=True):
+    """A hand-written run folder (FIXTURE numbers, no training): config, metrics and history; its recipe
+    stops by itself (early stopping) unless ``early_stopping`` is False (a fixed schedule)."""
     folder.mkdir(parents=True)
-    (folder / "config.json").write_text(json.dumps({"recipe": {"epochs": cap}, "model": model}))
+    recipe = {"epochs": cap, "early_stopping": {"patience": 6, "min_delta": 0.002} if early_stopping else None}
+    (folder / "config.json").write_text(json.dumps({"recipe": recipe, "model": model}))
     (folder / "metrics.json").write_text(json.dumps({"model": model, "dataset": "ptb", "seed": seed, "params": 1234,
                                                      "epochs": int(history["epoch"].max())}))
     history.to_csv(folder / "history.csv", index=False)
@@ -114,6 +116,9 @@ def test_a_run_past_its_best_is_not_improving_and_a_run_at_its_cap_is_capped(tmp
     history = pd.DataFrame({"epoch": [1, 2, 3, 4], "val_loss": [5.0, 4.0, 4.1, 4.2]})
     ending = run_ending(write_run(tmp_path / "run", history, cap=4))
     assert math.isnan(ending["improving_pct"]) and ending["capped"] is True
+    # a fixed schedule (no rule of its own) is never stopped by its cap
+    fixed = run_ending(write_run(tmp_path / "fixed", history, cap=4, early_stopping=False))
+    assert fixed["capped"] is False
 
 
 def test_improvement_of_checks_within_epochs_is_per_epoch():

@@ -180,6 +180,22 @@ def test_tuning_picks_the_best_grid_point_and_reports_every_one():
     assert grid[0]["tune_loss"] == pytest.approx(grid[2]["tune_loss"])  # lr 0: static, whatever λ
 
 
+def test_a_grid_point_that_diverges_is_shown_without_a_perplexity_and_never_chosen(monkeypatch):
+    """A point whose tuning loss is past exp's range (a diverged update, seen at the smoke budget) or not
+    finite gets no perplexity and is not chosen; every point diverging is an error naming the grid."""
+    losses = {1e-4: 5.0, 1e-3: 812.5, 1e-2: float("nan")}
+    monkeypatch.setattr(dynamic.DynamicEvaluator, "evaluate", lambda self, tokens, what="": losses[self.settings.lr])
+    model = tiny_model()
+    stats = gradient_statistics(model, stream(2, 600), 3, 5)
+    points = [dynamic.GridPoint(lr, 2e-3, DynamicSettings(lr, 2e-3, 1e-5, 5)) for lr in losses]
+    chosen, grid = dynamic.tune(model, stats, repeated_text(), points)
+    assert chosen.lr == 1e-4
+    assert [(row["tune_loss"], row["tune_ppl"]) for row in grid] == [(5.0, pytest.approx(math.exp(5.0))), (812.5, None),
+                                                                     (None, None)]
+    with pytest.raises(ValueError, match="diverged at every grid point"):
+        dynamic.tune(model, stats, repeated_text(), points[1:])
+
+
 # -- the old scaling, against a transcription of the script the LRN authors ran ---------------------
 
 def mos_config(cell: str) -> dict:

@@ -114,7 +114,7 @@ def test_speed_job_says_what_it_times_and_how_far_it_is(tmp_path):
     assert out.returncode == 0, out.stderr
     lines = [line.removeprefix("[rnnrepro] ") for line in out.stderr.splitlines()]
     assert lines[0].startswith("timing the LM training batch and one layer's forward + backward of 2 models "
-                               "(lstm, lrn) at batch 2, BPTT 5, vocabulary 30, on cpu, 1 threads")
+                               "(lstm, lrn) at batch 2, BPTT 5, vocabulary 30, on cpu, 1 thread")
     assert [line for line in progress_lines(lines, "speed") if line.startswith("speed: 50 % (2/4 measurements)")]
     assert [line.split(":")[0] for line in lines if " ms/batch, layer " in line] == models
     assert all(row["lm_seconds_per_batch"] > 0 for row in json.loads((tmp_path / "speed.json").read_text())["rows"])

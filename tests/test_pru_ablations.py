@@ -333,15 +333,16 @@ def test_table4_and_fig5_notebooks(runs, tmp_path):
     assert fig5["model"].tolist() == ["abl_lstm_m600", "abl_pru_g1_k4_m600", "abl_pru_g4_k4_m600"]
     assert fig5["ru_saving_pct"].iloc[0] == pytest.approx(0)
     assert (fig5["ru_saving_pct"].iloc[1:] > 0).all()
+    # published to four significant digits (rnnrepro.analysis.notebook.rounded)
     assert fig5["ru_saving_pct"].iloc[2] == pytest.approx(
-        100 * (1 - fig5["params_recurrent"].iloc[2] / fig5["lstm_ru_params"].iloc[2]))
+        100 * (1 - fig5["params_recurrent"].iloc[2] / fig5["lstm_ru_params"].iloc[2]), rel=5e-4)
 
 
 def test_fig1_notebook(runs, tmp_path):
     table, _ = execute(tmp_path, "fig1", runs("fig1"))
     assert table["model"].tolist() == ["lstm_m1000", "pru_g4_k2_m1400"]
     assert (table["best_epoch"] == 2).all() and (table["epochs"] == 3).all()
-    assert table["gap_at_best"].tolist() == pytest.approx([np.exp(4.8) - np.exp(4.5)] * 2)
+    assert table["gap_at_best"].tolist() == pytest.approx([np.exp(4.8) - np.exp(4.5)] * 2, rel=5e-4)  # 4 digits
 
 
 def test_word_categories_majority_tag_and_fixed_tokens():

@@ -236,7 +236,7 @@ def test_changed_config_starts_afresh(reference_run, tmp_path):
     run_dir = tmp_path / "changed"
     code, err = train_here(run_dir, dict(cfg, recipe=dict(cfg["recipe"], epochs=1)))
     assert code == 0, err
-    code, err = train_here(run_dir, dict(cfg, recipe=dict(cfg["recipe"], epochs=1, lr=10.0)))
+    code, err = train_here(run_dir, dict(cfg, recipe=dict(cfg["recipe"], epochs=1, lr=2 * cfg["recipe"]["lr"])))
     assert code == 0, err
     assert "different config" in err
 

@@ -42,8 +42,9 @@ def _text(study: dict, config: dict, artifact: str) -> str:
     return "".join(f"{line}\n" for files in notebook_inputs(study, config, artifact).values() for line in files)
 
 
-def write_inputs_list(study: dict, config: dict, artifact: str) -> Path:
-    """Write the artifact's inputs list where its text changed (else leave the file, and its time, alone)."""
+def write_inputs_list(study: dict, config: dict, artifact: str, log: str | None = None) -> Path:
+    """Write the artifact's inputs list where its text changed (else leave the file, and its time, alone);
+    ``log``: a file that gets one line, the list's path and its number of files."""
     path = inputs_list(config["budget"], study["study"], artifact)
     text = _text(study, config, artifact)
     if not path.exists() or path.read_text() != text:
@@ -51,6 +52,9 @@ def write_inputs_list(study: dict, config: dict, artifact: str) -> Path:
         written = path.with_name(path.name + ".tmp")
         written.write_text(text)
         written.replace(path)
+    if log is not None:
+        Path(log).parent.mkdir(parents=True, exist_ok=True)
+        Path(log).write_text(f"{path}: {len(text.splitlines())} files\n")
     return path
 
 

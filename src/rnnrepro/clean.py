@@ -16,6 +16,7 @@ import shutil
 import sys
 from pathlib import Path
 
+from . import console
 from .layout import DEFAULT_BUDGET, RESERVED_NAMES, SMOKE, budget_owned_paths, budgets_with_results
 
 SYNTHETIC = ("data/raw/synth_*", "data/processed/synth_*")
@@ -69,4 +70,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(console.run_command(main))

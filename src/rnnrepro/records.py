@@ -586,7 +586,7 @@ class Grower:
         """A Snakemake command line that ends with this process (rnnrepro.process_group): a grow that is
         killed, even with SIGKILL, stops its units as its deadline does, leaving no trainer behind."""
         settings = [f"budget={self.budget}", f"threads={self.args.threads}", *self.args.config]
-        custom = ["--configfile", str(self.args.configfile)] if self.args.configfile else []
+        custom = ["--configfile", str(self.args.configfile)] if getattr(self.args, "configfile", None) else []
         return [sys.executable, "-m", "rnnrepro.process_group", "--", sys.executable, "-m", "snakemake",
                 "--cores", str(threads), *extra, *custom, "--config", *settings, "--", *targets]
 
@@ -816,7 +816,7 @@ def command_line_settings(words: list[str]) -> dict[str, str]:
 def grow(args: argparse.Namespace) -> int:
     # every argument is checked here, before any Snakemake run: an error in one is this command's
     config, studies = _load(args.budget, args.run_config, args.study, command_line_settings(args.config),
-                            args.configfile)
+                            getattr(args, "configfile", None))
     if args.budget == grid.SMOKE:
         raise ConfigError("grow records real-data runs: the smoke budget trains on synthetic corpora")
     hold_grow_lock(args.budget)

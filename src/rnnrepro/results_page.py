@@ -40,7 +40,7 @@ import jinja2
 import pandas as pd
 from markdown_it import MarkdownIt
 
-from . import grid, layout
+from . import console, grid, layout
 from .analysis.claims import (COUNTED, FRAGILE, CAPPED, HELD, INCONCLUSIVE, NOT_HELD, NOT_TESTABLE, NOT_TESTED,
                               STILL_IMPROVING, outputs as claims_outputs, read_scorecard)
 from .analysis.notebook import readable
@@ -346,4 +346,4 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    sys.exit(console.run_command(main))

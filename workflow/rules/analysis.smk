@@ -13,6 +13,8 @@ for _study in STUDIES:
             name:
                 f"notebook_{_study}_{_artifact}"
             input:
+                # metrics, evaluations, weights (where the notebook reads them), speed
+                **notebook_inputs(STUDIES[_study], config, _artifact),
                 notebook=STUDIES[_study]["artifacts"][_artifact]["notebook"],
                 study=f"config/studies/{_study}.yaml",
                 # the run files below, listed: newer than the tables when the grid changed
@@ -27,8 +29,6 @@ for _study in STUDIES:
                     if workflow.is_main_process
                     else str(inputs_list(config["budget"], _study, _artifact))
                 ),
-                # metrics, evaluations, weights (where the notebook reads them), speed
-                **notebook_inputs(STUDIES[_study], config, _artifact),
             output:
                 tables=[
                     update(report_output(path, _study, _artifact, "table"))
@@ -63,8 +63,7 @@ rule list_notebook_inputs:
         artifact=one_of({a for s in STUDIES.values() for a in s["artifacts"]}),
     localrule: True
     run:
-        written = write_inputs_list(STUDIES[wildcards.study], config, wildcards.artifact)
-        Path(log[0]).write_text(f"{written}: {len(written.read_text().splitlines())} files\n")
+        write_inputs_list(STUDIES[wildcards.study], config, wildcards.artifact, log[0])
 
 
 # The claims scorecard (docs/claims.md): every study's claims against every study's tables, so it is

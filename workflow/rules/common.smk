@@ -244,10 +244,11 @@ WRITES_REPORT = command_line.builds_report()
 
 def caption_file(name, caption):
     """The caption file of artifact ``name`` (``caption()`` builds its text), written when a report is built;
-    its text is shown as written (Jinja, which reads caption files, is told to leave it alone)."""
+    its text is shown as written (Jinja, which reads caption files, is told to leave it alone).
+    """
     path = Path(LOGS, "report", f"{name}.rst").absolute()
     if WRITES_REPORT and workflow.is_main_process:
-        text = "{% raw %}\n" + caption() + "{% endraw %}\n"
+        text = f"{{% raw %}}\n{caption()}{{% endraw %}}\n"
         if not path.exists() or path.read_text() != text:
             path.parent.mkdir(parents=True, exist_ok=True)
             written = path.with_suffix(".rst.tmp")
@@ -395,7 +396,8 @@ RESTORE_PROBLEMS = {}
 
 def restore_problem(cell):
     """Why the cell trains rather than being restored from its record, or None. A record that exists but
-    cannot be used (stale, damaged, its unit unfinished) is named once, in the main process."""
+    cannot be used (stale, damaged, its unit unfinished) is named once, in the main process.
+    """
     if RESTORER is None:
         return "use_records is false"
     if cell not in RESTORE_PROBLEMS:
@@ -413,7 +415,7 @@ def restore_problem(cell):
 
 
 def not_restored(cell):
-    """An input no file and no rule provides: Snakemake drops a restoring rule that asks for it (quietly,
+    """An input that no file and no rule provides; Snakemake drops a restoring rule that asks for it (quietly,
     since another rule makes the file) and trains the cell."""
     return str(records.record_of(cell) / "(not restored)")
 
@@ -439,7 +441,11 @@ def recorded_evaluation(wildcards):
 
 def recorded_speed(wildcards):
     """A study's recorded speed benchmark, unless this machine measured one of its own."""
-    record = records.record_dir(records.RECORDS, config["budget"]) / "speed" / f"{wildcards.study}.json"
+    record = (
+        records.record_dir(records.RECORDS, config["budget"])
+        / "speed"
+        / f"{wildcards.study}.json"
+    )
     local = Path(RESULTS, "speed", f"{wildcards.study}.json")
     if (
         RESTORER is None

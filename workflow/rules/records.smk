@@ -24,6 +24,8 @@ rule restore_cell:
     log:
         f"{LOGS}/restore/{{study}}/{{corpus}}/{{model}}/frac{{fraction}}/seed{{seed}}.log",
     localrule: True
+    conda:
+        ENV
     shell:
         "(cp -v {input.config:q} {output.config:q} && cp -v {input.history:q} {output.history:q} && "
         "cp -v {input.metrics:q} {output.metrics:q}) > {log:q} 2>&1"
@@ -39,6 +41,8 @@ rule restore_evaluation:
     wildcard_constraints:
         evaluation=one_of(evaluation_names(STUDIES)) or "(?!)",
     localrule: True
+    conda:
+        ENV
     shell:
         "cp -v {input:q} {output:q} > {log:q} 2>&1"
 
@@ -53,5 +57,7 @@ rule restore_speed:
     wildcard_constraints:
         study=one_of(speed_studies()) if speed_studies() else "(?!)",
     localrule: True
+    conda:
+        ENV
     shell:
         "cp -v {input:q} {output:q} > {log:q} 2>&1"

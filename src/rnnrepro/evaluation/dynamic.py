@@ -75,6 +75,7 @@ authors' code's).
 from __future__ import annotations
 
 import math
+import sys
 from contextlib import contextmanager
 from dataclasses import dataclass
 
@@ -309,6 +310,10 @@ def static_loss(model, tokens: torch.Tensor, window: int = 100, what: str = "sta
     return total / count
 
 
+#: the largest loss whose perplexity (exp) a float holds
+MAX_LOSS = math.log(sys.float_info.max)
+
+
 def tune(model, statistics: GradientStatistics, valid_tokens: torch.Tensor,
          points: list[GridPoint]) -> tuple[GridPoint, list[dict]]:
     """The grid point with the lowest loss on ``valid_tokens`` (the first best, in the given order:
@@ -317,8 +322,12 @@ def tune(model, statistics: GradientStatistics, valid_tokens: torch.Tensor,
     for point in points:
         loss = DynamicEvaluator(model, statistics, point.settings).evaluate(
             valid_tokens, f"dynamic evaluation: tuning on validation, lr {point.lr}, decay {point.decay}")
-        rows.append({"lr": point.lr, "decay": point.decay, "tune_loss": loss, "tune_ppl": math.exp(loss)})
-        if not math.isfinite(loss):
+        # a point that diverged (a loss past exp's range, or not finite) is shown without a perplexity
+        # and never chosen
+        diverged = not math.isfinite(loss) or loss > MAX_LOSS
+        rows.append({"lr": point.lr, "decay": point.decay, "tune_loss": loss if math.isfinite(loss) else None,
+                     "tune_ppl": None if diverged else math.exp(loss)})
+        if diverged:
             continue
         if best is None or loss < best[0]:
             best = (loss, point)
