@@ -6,7 +6,7 @@ import pytest
 
 from rnnrepro.analysis.claims import COUNTED, HELD, INCONCLUSIVE, NOT_HELD, NOT_TESTABLE, NOT_TESTED
 from rnnrepro.analysis.notebook import readable, rounded
-from rnnrepro.results_page import column_order, number_text, verdict_class, verdict_counts
+from rnnrepro.results_page import column_order, number_text, scorecard_seeds, verdict_class, verdict_counts
 
 
 @pytest.mark.parametrize("value, shown", [
@@ -54,3 +54,8 @@ def test_verdicts_are_counted_and_coloured_by_their_word():
     assert counts == {HELD: (2, 1), NOT_HELD: (1, 0), INCONCLUSIVE: (1, 0), NOT_TESTABLE: (1, 0), NOT_TESTED: (2, 0)}
     assert [verdict_class(v) for v in (HELD, NOT_HELD, NOT_TESTABLE, "")] == [
         "held", "not-held", "not-testable", "not-tested"]
+
+
+def test_the_page_names_the_seeds_the_rows_were_measured_over():
+    card = pd.DataFrame({"seeds": ["1111,1112,1113", "1111", None, 1111]})
+    assert scorecard_seeds(card) == [1111, 1112, 1113]

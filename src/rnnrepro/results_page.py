@@ -161,6 +161,15 @@ def scorecard_rows(card: pd.DataFrame, studies: dict[str, dict]) -> list[dict]:
     return rows
 
 
+def scorecard_seeds(card: pd.DataFrame) -> list[int]:
+    """The seeds the scorecard's rows were measured over (its ``seeds`` column: a budget's study files
+    may give seeds of their own, so the run config's are not always the ones used)."""
+    found = set()
+    for text in card["seeds"].dropna().astype(str):
+        found |= {int(float(seed)) for seed in text.replace(";", ",").split(",") if seed.strip()}
+    return sorted(found)
+
+
 def verdict_counts(card: pd.DataFrame) -> list[dict]:
     """Each verdict with its number of scorecard rows, and how many of them rest on exact counts."""
     return [{"verdict": verdict, "class": verdict_class(verdict), "rows": int((card["verdict"] == verdict).sum()),
@@ -313,7 +322,7 @@ def build(run_config: dict, states: dict[str, str] | None = None, now: datetime.
     views = artifact_views(studies, config, root, states or {})
     page = environment().get_template(TEMPLATE).render(
         budget=budget, synthetic=budget == grid.SMOKE,
-        seeds=run_config["seeds"],
+        seeds=scorecard_seeds(card) or run_config["seeds"],
         built=(now or datetime.datetime.now(datetime.timezone.utc)).strftime("%Y-%m-%d %H:%M UTC"),
         total=len(card), claims=len({(r.study, r.claim.partition("[")[0]) for r in card.itertuples()}),
         counts=verdict_counts(card), not_tested=not_tested_reasons(card), flags=flag_counts(card),
