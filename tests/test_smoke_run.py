@@ -26,6 +26,7 @@ from headless_browser import MISSING, HeadlessChromium, chromium_executable
 from rnnrepro.analysis import lru
 from rnnrepro.analysis.claims import HELD, NOT_HELD, NOT_TESTED, declared_columns
 from rnnrepro.analysis.claims import outputs as claims_outputs
+from rnnrepro.analysis.notebook import readable
 from rnnrepro.configuration import REPO_ROOT, load_study
 
 pytestmark = pytest.mark.slow
@@ -47,11 +48,11 @@ def test_smoke_pipeline_produces_table1(smoke_project):
         assert table[column].map(math.isfinite).all(), column
     assert (table["budget"] == "smoke").all()
     assert table["paper_test_ppl"].notna().all()
-    # every reproduced number is the one the run wrote
+    # every reproduced number is the one the run wrote, as a published table gives it (four digits)
     for row in table.itertuples():
         metrics = json.loads((smoke_run / f"results/smoke/runs/pru/{row.corpus}/{row.model}/frac100/seed1111/"
                               "metrics.json").read_text())
-        assert metrics["test_ppl"] == pytest.approx(row.test_ppl)
+        assert row.test_ppl == readable(metrics["test_ppl"])
     assert (smoke_run / "results/smoke/figures/pru_table1.png").stat().st_size > 10_000
     executed = json.loads((smoke_run / "results/smoke/notebooks/pru_table1.ipynb").read_text())
     assert executed["metadata"]["papermill"]["parameters"]["study"] == "pru"
@@ -96,7 +97,8 @@ def test_smoke_run_produces_every_lru_artifact(smoke_project):
     accuracy = pd.read_csv(smoke_project / "results/smoke/tables/lru_accuracy.csv")
     assert len(accuracy) == 7 and set(accuracy["seeds"]) == {1} and set(accuracy["corpus"]) == {"synth_char_small"}
     assert accuracy["test_loss"].map(math.isfinite).all() and accuracy["paper_test_loss"].notna().all()
-    assert accuracy["test_bpc"].tolist() == pytest.approx((accuracy["test_loss"] / math.log(2)).tolist())
+    # both published to four significant digits
+    assert accuracy["test_bpc"].tolist() == pytest.approx((accuracy["test_loss"] / math.log(2)).tolist(), rel=1e-3)
     convergence = pd.read_csv(smoke_project / "results/smoke/tables/lru_convergence.csv")
     assert set(convergence["dataset"]) == {"all", "ptb_char"} and (convergence["runs"] == 1).all()
     efficiency = pd.read_csv(smoke_project / "results/smoke/tables/lru_stat_efficiency.csv")
@@ -126,7 +128,7 @@ def test_smoke_run_produces_the_nlstm_artifacts(smoke_project):
     for row in test.itertuples():
         metrics = json.loads((project / f"results/smoke/runs/nlstm/synth_autocomplete/{row.model}/frac100/"
                               f"seed{row.seed}/metrics.json").read_text())
-        assert metrics["test_cross_entropy"] == pytest.approx(row.test_cross_entropy)
+        assert row.test_cross_entropy == readable(metrics["test_cross_entropy"])
     for figure in ("nlstm_convergence", "nlstm_examples"):
         assert (project / f"results/smoke/figures/{figure}.png").stat().st_size > 10_000
 

@@ -189,12 +189,13 @@ def device_type_of(device: str) -> str:
 def machine_problem(architecture: dict, name: str, device: str) -> str | None:
     """Why this machine cannot run one layer of ``architecture`` (a resolved cell's) at precision ``name``
     on ``device`` (``cpu``, ``cuda``, ``auto``), by the trial of ``check_runs``; None where it can. For the
-    workflow, before it runs any job: the trial a training job starts with, made once per distinct layer."""
-    import torch
-
+    workflow, before it runs any job: the trial a training job starts with, made once per distinct layer.
+    Only bf16 needs the trial, so only then is torch imported (seconds in every Snakemake run)."""
     _check(name)
     if name != "bf16":
         return None
+    import torch
+
     device_type = device_type_of(device)
     if device_type == "cuda" and not torch.cuda.is_available():
         return None  # `device: cuda` without CUDA is refused on its own, before any job

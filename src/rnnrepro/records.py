@@ -65,7 +65,7 @@ import threading
 import time
 from pathlib import Path
 
-from . import console, grid, layout, results_page
+from . import console, grid, layout
 from .analysis.claims import is_synthetic
 from .artifact_inputs import write_inputs_list
 from .analysis.claims import outputs as claims_outputs
@@ -505,6 +505,8 @@ def render(budget: str, records: Path = RECORDS, config_file: Path = Path("confi
     run(Path("notebooks/claims.py"), Path(f"{root}/notebooks/claims.ipynb"), scorecard, kernel=kernel)
     claims.state, claims.seconds = "rendered", time.monotonic() - begun
     say_rendered(budget, claims)
+    from . import results_page  # matplotlib, through the tables' rounding: not for the Snakefile's import
+
     page = results_page.build(scorecard["run_config"], {item.key: item.state.removeprefix("not rendered: ")
                                                         for item in plan if item.state != "rendered"})
     print(f"[rnnrepro] {budget}: {render_summary(plan)}, in {time.monotonic() - started:.0f} s; tables, figures "
