@@ -3,13 +3,14 @@
 ``<results>/notebooks/<study>_<artifact>.inputs.txt`` lists, one path a line, every run file the
 artifact's notebook reads under the run's config: each cell's ``metrics.json``, the evaluation outputs
 it lists, the weights where it reads them (``reads_weights``), its speed result. The file is an input
-of the notebook's rule: a rule writes it where it is missing, and the workflow rewrites it when it is
-parsed where its list changed (:func:`refresh_inputs_list`), so a change of the grid (a cell of your own
-added, another seed) makes the file newer than the table and Snakemake runs the notebook again.
+of the notebook's rule, written by the workflow's main process when it is parsed where it is missing or
+its list changed (:func:`refresh_inputs_list`; a dry run only where the artifact has outputs already), so a change of the grid (a cell of your
+own added, another seed) makes the file newer than the table and Snakemake runs the notebook again.
 Snakemake sees such a change by itself only in outputs it made (their metadata keep the inputs): the
 tables that ``records render`` wrote carry none, and without this file a run that adds a cell to a
 rendered table would find the table up to date and leave the cell out. ``render`` writes the same list
-before it renders, so a rendered table stays up to date until the grid changes.
+before it renders, so a rendered table stays up to date until the grid changes. No rule writes it: a
+rule's job would cost a Snakemake start of its own per artifact.
 
 Torch-free: the Snakefile imports it.
 """
@@ -42,9 +43,8 @@ def _text(study: dict, config: dict, artifact: str) -> str:
     return "".join(f"{line}\n" for files in notebook_inputs(study, config, artifact).values() for line in files)
 
 
-def write_inputs_list(study: dict, config: dict, artifact: str, log: str | None = None) -> Path:
-    """Write the artifact's inputs list where its text changed (else leave the file, and its time, alone);
-    ``log``: a file that gets one line, the list's path and its number of files."""
+def write_inputs_list(study: dict, config: dict, artifact: str) -> Path:
+    """Write the artifact's inputs list where its text changed (else leave the file, and its time, alone)."""
     path = inputs_list(config["budget"], study["study"], artifact)
     text = _text(study, config, artifact)
     if not path.exists() or path.read_text() != text:
@@ -52,18 +52,16 @@ def write_inputs_list(study: dict, config: dict, artifact: str, log: str | None 
         written = path.with_name(path.name + ".tmp")
         written.write_text(text)
         written.replace(path)
-    if log is not None:
-        Path(log).parent.mkdir(parents=True, exist_ok=True)
-        Path(log).write_text(f"{path}: {len(text.splitlines())} files\n")
     return path
 
 
-def refresh_inputs_list(study: dict, config: dict, artifact: str, outputs: list[str]) -> str:
-    """The artifact's inputs list (its path), rewritten where it holds another list, and written where it
-    is missing but one of the artifact's ``outputs`` exists (made before this list was kept: Snakemake
-    would find those up to date whatever their inputs, so they are made again once). Where neither
-    exists it is left to the rule that writes it."""
+def refresh_inputs_list(study: dict, config: dict, artifact: str, outputs: list[str], dry_run: bool) -> list[str]:
+    """The artifact's inputs list (its path, as a list of one), written where it is missing or holds
+    another list: an earlier list, or none beside tables made before this list was kept (Snakemake would
+    find those up to date whatever their inputs, so they are made again once). A dry run writes nothing
+    where neither the list nor any of the artifact's ``outputs`` exists (the notebook runs anyway, its
+    outputs being missing) and returns no input there."""
     path = inputs_list(config["budget"], study["study"], artifact)
-    if path.exists() or any(Path(output).exists() for output in outputs):
-        write_inputs_list(study, config, artifact)
-    return str(path)
+    if dry_run and not path.exists() and not any(Path(output).exists() for output in outputs):
+        return []
+    return [str(write_inputs_list(study, config, artifact))]

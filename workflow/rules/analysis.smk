@@ -19,16 +19,7 @@ for _study in STUDIES:
                 study=f"config/studies/{_study}.yaml",
                 # the run files below, listed: newer than the tables when the grid changed
                 # (rnnrepro.artifact_inputs; the tables `records render` wrote keep no metadata)
-                inputs_list=(
-                    refresh_inputs_list(
-                        STUDIES[_study],
-                        config,
-                        _artifact,
-                        [*_out["tables"], *_out["figures"], _out["notebook"]],
-                    )
-                    if workflow.is_main_process
-                    else str(inputs_list(config["budget"], _study, _artifact))
-                ),
+                inputs_list=inputs_list_of(_study, _artifact, _out),
             output:
                 tables=[
                     update(report_output(path, _study, _artifact, "table"))
@@ -51,19 +42,6 @@ for _study in STUDIES:
                 "python -m rnnrepro.analysis.run_notebook {input.notebook:q} {output.notebook:q} "
                 "--study {params.study} --artifact {params.artifact} --metrics {input.metrics:q} "
                 "--tables {output.tables:q} --figures {output.figures:q} > {log:q} 2>&1"
-
-
-rule list_notebook_inputs:
-    output:
-        f"{RESULTS}/notebooks/{{study}}_{{artifact}}.inputs.txt",
-    log:
-        f"{LOGS}/notebooks/{{study}}_{{artifact}}.inputs.log",
-    wildcard_constraints:
-        study=one_of(STUDIES),
-        artifact=one_of({a for s in STUDIES.values() for a in s["artifacts"]}),
-    localrule: True
-    run:
-        write_inputs_list(STUDIES[wildcards.study], config, wildcards.artifact, log[0])
 
 
 # The claims scorecard (docs/claims.md): every study's claims against every study's tables, so it is

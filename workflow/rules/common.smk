@@ -12,12 +12,7 @@ from snakemake.settings.types import DeploymentMethod
 
 # SRC is on sys.path (config_file.smk): the project's own (torch-free) modules, from this checkout
 from rnnrepro import command_line, grid, precision, records, targets
-from rnnrepro.artifact_inputs import (
-    inputs_list,
-    notebook_inputs,
-    refresh_inputs_list,
-    write_inputs_list,
-)
+from rnnrepro.artifact_inputs import inputs_list, notebook_inputs, refresh_inputs_list
 from rnnrepro.configuration import ConfigError, budgets, load_run_config, load_study
 from rnnrepro.custom_cells import check_custom_cells, export as export_custom_cells
 from rnnrepro.report import artifact_caption, claims_caption
@@ -240,6 +235,25 @@ def artifact_outputs(study, artifact):
 # report (`--report`, or Snakemake driven from Python): files, not rule params, so that a dry run does
 # not print them and a changed caption reruns no notebook.
 WRITES_REPORT = command_line.builds_report()
+
+
+def inputs_list_of(study, artifact, outputs):
+    """The notebook rule's input function for the artifact's inputs list (rnnrepro.artifact_inputs):
+    written by the main process when the DAG is built (not by --lint), read as it is by a job's own.
+    """
+
+    def inputs_list_input(wildcards):
+        if not workflow.is_main_process:
+            return [str(inputs_list(config["budget"], study, artifact))]
+        return refresh_inputs_list(
+            STUDIES[study],
+            config,
+            artifact,
+            [*outputs["tables"], *outputs["figures"], outputs["notebook"]],
+            workflow.output_settings.dryrun,
+        )
+
+    return inputs_list_input
 
 
 def caption_file(name, caption):
