@@ -188,3 +188,30 @@ def test_an_artifact_that_reads_weights_trains_its_cells(project):
     jobs = planned(run)
     # LSTM M=1000 and PRU g=4 (three seeds each) train; their Table 1 rows come from those runs too
     assert jobs["train_cell"] == 6 and jobs["restore_cell"] == 9, jobs
+
+
+def test_render_with_cells_of_your_own_starts_the_scorecards_kernel_knowing_them(monkeypatch):
+    """`records render --configfile` runs the scorecard in a kernel started before any budget is
+    rendered: the cells of your own (their `footing` column, their claims) must be in its environment
+    by then, or the scorecard finds the tables that hold them damaged."""
+    import contextlib
+    import os
+
+    from rnnrepro.analysis import run_notebook
+    from rnnrepro.custom_cells import ENVIRONMENT_VARIABLE
+
+    monkeypatch.chdir(REPO_ROOT)
+    monkeypatch.delenv(ENVIRONMENT_VARIABLE, raising=False)
+    seen = []
+
+    @contextlib.contextmanager
+    def kernel():
+        seen.append(json.loads(os.environ[ENVIRONMENT_VARIABLE])["cells"] if ENVIRONMENT_VARIABLE in os.environ
+                    else None)
+        raise RuntimeError("stopped where the kernel would start")
+        yield
+
+    monkeypatch.setattr(run_notebook, "shared_kernel", kernel)
+    code = records.main(["render", "--budget", "cpu",
+                         "--configfile", "examples/mgu.yaml"])
+    assert code == 1 and seen and seen[0] is not None and "mgu" in seen[0]

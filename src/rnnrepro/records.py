@@ -939,8 +939,11 @@ def main(argv=None) -> int:
         from .analysis.run_notebook import shared_kernel
 
         failed = False
+        budgets = list(scales_first(args.budget, args.run_config))
+        if args.configfile:  # the scorecards' kernel sees the cells of your own only if exported before it starts
+            _load(budgets[0], args.run_config, custom_file=args.configfile)
         with shared_kernel() as kernel:  # the scorecards' notebooks, one after another
-            for budget in scales_first(args.budget, args.run_config):
+            for budget in budgets:
                 status = render(budget, args.records, args.run_config, jobs=args.jobs, kernel=kernel,
                                 custom_file=args.configfile)
                 failed |= any(state.startswith("failed") for state in status.values())
