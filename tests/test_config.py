@@ -330,3 +330,16 @@ def test_a_second_clone_reads_its_own_study_files_or_refuses_the_first_ones_code
                             cwd=clone, env=dict(env, PYTHONPATH=str(clone / "src")), capture_output=True, text=True,
                             timeout=300)
     assert listed.returncode == 0, listed.stderr
+
+
+def test_a_key_given_twice_in_a_yaml_file_is_named_with_its_lines(tmp_path):
+    """YAML keeps the last of two equal keys silently: a model pasted twice into a study file would
+    replace the first. The project's loader refuses it, naming the key and both lines."""
+    from rnnrepro.configuration import load_yaml
+
+    path = tmp_path / "study.yaml"
+    path.write_text("models:\n  lstm: {cell: lstm}\n  gru: {cell: gru}\n  lstm: {cell: lru}\n")
+    with pytest.raises(ConfigError, match=r"study.yaml, line 4, column 3: .*key 'lstm' appears twice \(first on line 2\)"):
+        load_yaml(path)
+    path.write_text("base: &b {x: 1}\nother:\n  <<: *b\n  y: 2\n")  # a merge key is not a duplicate
+    assert load_yaml(path)["other"] == {"x": 1, "y": 2}

@@ -59,3 +59,15 @@ def test_verdicts_are_counted_and_coloured_by_their_word():
 def test_the_page_names_the_seeds_the_rows_were_measured_over():
     card = pd.DataFrame({"seeds": ["1111,1112,1113", "1111", None, 1111]})
     assert scorecard_seeds(card) == [1111, 1112, 1113]
+
+
+@pytest.mark.parametrize("run_config, said", [
+    ("not json", "--run-config is not JSON"),
+    ('{"budget": "cpu"}', "--run-config lacks seeds, studies"),
+])
+def test_a_wrong_run_config_is_named(run_config, said, capsys):
+    from rnnrepro.results_page import main
+
+    with pytest.raises(SystemExit) as stopped:
+        main(["--run-config", run_config])
+    assert stopped.value.code == 2 and said in capsys.readouterr().err

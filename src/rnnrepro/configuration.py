@@ -38,7 +38,25 @@ BOOLEAN_WORDS = {"true": True, "yes": True, "on": True, "false": False, "no": Fa
 
 # libyaml's loader where PyYAML has it (its wheels do): the study files are long, and every Snakemake
 # run, job and notebook reads them; the pure-Python loader took most of a dry run's time.
-SAFE_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+_FAST_SAFE_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
+class SAFE_LOADER(_FAST_SAFE_LOADER):  # noqa: N801 (a loader class, named as the constant it replaced)
+    """The safe loader, refusing a key given twice in one mapping: YAML keeps the last silently, so a
+    model or budget pasted twice into a study file would replace the first without a word."""
+
+    def construct_mapping(self, node, deep=False):
+        seen = {}
+        for key_node, _ in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge":
+                continue
+            key = self.construct_object(key_node, deep=True)
+            if isinstance(key, (str, int, float, bool)) and key in seen:
+                raise yaml.constructor.ConstructorError(
+                    "while reading a mapping", node.start_mark,
+                    f"key {key!r} appears twice (first on line {seen[key].line + 1}): keep one", key_node.start_mark)
+            seen[key] = key_node.start_mark
+        return super().construct_mapping(node, deep=deep)
 
 
 def working_tree(start: Path | None = None) -> Path | None:

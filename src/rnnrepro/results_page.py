@@ -346,7 +346,15 @@ def main(argv=None) -> int:
     parser.add_argument("--run-config", required=True, help="JSON: the run config (budget, seeds, studies)")
     args = parser.parse_args(argv)
     try:
-        path = build(json.loads(args.run_config))
+        run_config = json.loads(args.run_config)
+    except json.JSONDecodeError as error:
+        parser.error(f"--run-config is not JSON ({error}): give the object the rule passes, e.g. "
+                     '\'{"budget": "cpu", "seeds": [1111], "studies": ["pru"]}\'')
+    missing = [key for key in ("budget", "seeds", "studies") if not isinstance(run_config, dict) or key not in run_config]
+    if missing:
+        parser.error(f"--run-config lacks {', '.join(missing)}: it needs the budget, its seeds and its studies")
+    try:
+        path = build(run_config)
     except FileNotFoundError as error:
         print(f"[rnnrepro] error: {error}", file=sys.stderr)
         return 1
