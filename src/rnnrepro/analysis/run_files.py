@@ -96,17 +96,24 @@ def _rerun_evaluation(path: Path) -> str:
     return f"Delete it and rerun your snakemake command (same --profile/--config): that evaluation runs again ({path})"
 
 
+def _json_object(path: Path, rerun: str) -> dict:
+    """The JSON object in ``path``; a file that is not one is named as damaged, with ``rerun``'s advice.
+    FileNotFoundError if it is missing."""
+    try:
+        data = json.loads(path.read_text())
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise DamagedRunFile(f"{path} is damaged: not valid JSON ({e}). {rerun}") from None
+    if not isinstance(data, dict):
+        raise DamagedRunFile(f"{path} is damaged: not a JSON object. {rerun}")
+    return data
+
+
 def read_evaluation_file(path: Path | str) -> dict:
     """An evaluation's output (``<run dir>/<name>.json``), checked: a JSON object with the keys every
     evaluation writes, its method's numbers, and no NaN or infinite number anywhere (``entropies``
     and the like included). A damaged one names its file; FileNotFoundError if it is missing."""
     path = Path(path)
-    try:
-        data = json.loads(path.read_text())
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise DamagedRunFile(f"{path} is damaged: not valid JSON ({e}). {_rerun_evaluation(path)}") from None
-    if not isinstance(data, dict):
-        raise DamagedRunFile(f"{path} is damaged: not a JSON object. {_rerun_evaluation(path)}")
+    data = _json_object(path, _rerun_evaluation(path))
     problems = [f"no {key}" if key not in data else f"{key} is not a {kind.__name__} ({data[key]!r})"
                 for key, kind in EVALUATION_KEYS.items()
                 if key not in data or not isinstance(data[key], kind) or isinstance(data[key], bool)]
@@ -129,13 +136,8 @@ SPEED_ROW_NUMBERS = ("lm_seconds_per_batch", "layer_seconds")
 def read_speed_file(path: Path | str) -> dict:
     """A study's speed benchmark, checked like an evaluation output (:func:`read_evaluation_file`)."""
     path = Path(path)
-    rerun = f"Delete it and rerun your snakemake command (same --profile/--config): the benchmark runs again"
-    try:
-        data = json.loads(path.read_text())
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise DamagedRunFile(f"{path} is damaged: not valid JSON ({e}). {rerun}") from None
-    if not isinstance(data, dict):
-        raise DamagedRunFile(f"{path} is damaged: not a JSON object. {rerun}")
+    rerun = "Delete it and rerun your snakemake command (same --profile/--config): the benchmark runs again"
+    data = _json_object(path, rerun)
     problems = [f"no {key}" for key in SPEED_KEYS if key not in data]
     rows = data.get("rows")
     if "rows" in data and (not isinstance(rows, list) or not rows or not all(isinstance(r, dict) for r in rows)):
