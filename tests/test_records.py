@@ -186,6 +186,29 @@ def test_grow_killed_and_started_again_loses_and_reruns_no_finished_unit(tmp_pat
     assert "3 units: 3 recorded, 0 stale, 0 missing" in listing.stdout, listing.stdout + listing.stderr
 
 
+def test_grow_stopped_by_a_signal_says_which_and_stops_its_running_units(capsys):
+    """SIGTERM (or Ctrl-C) moves grow's deadline to now: each running unit's process group gets SIGTERM
+    (training writes its resume checkpoint), and what grow says names the signal, not a deadline."""
+    import argparse
+    import signal
+    import subprocess
+
+    from rnnrepro.records import Grower
+
+    grower = Grower("cpu", [], {}, {}, argparse.Namespace(minutes=60, threads=1, config=[]))
+    unit = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"], start_new_session=True)
+    grower.running["nlstm/autocomplete/lstm/frac100/seed1111"] = unit
+    try:
+        grower.stop_now(signal.SIGTERM, None)
+        grower.stop_running()
+        assert unit.wait(timeout=30) == -signal.SIGTERM
+    finally:
+        unit.kill()
+    assert "SIGTERM: stopping nlstm/autocomplete/lstm/frac100/seed1111" in capsys.readouterr().out
+    grower.stop_now(signal.SIGINT, None)
+    assert grower.why_stopped == "Ctrl-C"
+
+
 def test_records_packed_but_not_committed_are_committed_by_the_next_grow(tmp_path, monkeypatch):
     import subprocess
 

@@ -12,6 +12,7 @@ This module imports no torch: the Snakefile imports it at parse time.
 from __future__ import annotations
 
 import copy
+import functools
 import difflib
 import hashlib
 import json
@@ -111,9 +112,15 @@ def check_checkout() -> None:
 def load_yaml(path: Path) -> Any:
     try:
         with open(path) as f:
-            return yaml.load(f, Loader=SAFE_LOADER)
+            return yaml_text(f.read(), path)
     except FileNotFoundError:
         raise ConfigError(f"{path}: file not found") from None
+
+
+def yaml_text(text: str, path: Path | str) -> Any:
+    """The YAML document ``text`` read from the file ``path`` (named in a syntax error)."""
+    try:
+        return yaml.load(text, Loader=SAFE_LOADER)
     except yaml.YAMLError as e:
         raise ConfigError(yaml_error(path, e)) from None
 
@@ -129,8 +136,22 @@ def yaml_error(path: Path | str, error: yaml.YAMLError) -> str:
     return f"{where}: not valid YAML ({problem}{started}). Fix the file there (mind the indentation and the brackets)"
 
 
+# The schemas are this checkout's own files, read once per process (every Snakemake run, job and notebook
+# validates several files against them): callers must not change what these return.
+@functools.cache
 def _schema(name: str) -> dict:
     return load_yaml(SCHEMA_DIR / f"{name}.schema.yaml")
+
+
+@functools.cache
+def definition_validator(schema_name: str, definition: str) -> jsonschema.Draft202012Validator:
+    """A validator for one ``$defs`` entry of a schema (e.g. a study's recipe or evaluation settings)."""
+    return jsonschema.Draft202012Validator({"$defs": _schema(schema_name)["$defs"], "$ref": f"#/$defs/{definition}"})
+
+
+@functools.cache
+def _validator(schema_name: str) -> jsonschema.Draft202012Validator:
+    return jsonschema.Draft202012Validator(_schema(schema_name))
 
 
 def budgets() -> list[str]:
@@ -164,8 +185,7 @@ def _describe(error: jsonschema.ValidationError, schema: dict) -> str:
 
 
 def _errors(instance: Any, schema_name: str) -> list[jsonschema.ValidationError]:
-    validator = jsonschema.Draft202012Validator(_schema(schema_name))
-    return sorted(validator.iter_errors(instance), key=lambda e: list(map(str, e.absolute_path)))
+    return sorted(_validator(schema_name).iter_errors(instance), key=lambda e: list(map(str, e.absolute_path)))
 
 
 def _raise(source: str, errors: list[jsonschema.ValidationError], schema_name: str) -> None:
@@ -272,17 +292,25 @@ def load_study(study: str, root: Path | None = None, custom_cells: dict | None =
     if not path.exists():
         known = sorted(p.stem for p in path.parent.glob("*.yaml"))
         raise ConfigError(f"studies: unknown study {study!r} (no {path}); known studies: {', '.join(known)}")
-    data = load_yaml(path)
-    validate(data, "study", str(path))
-    if data["study"] != study:
-        raise ConfigError(f"{path}: `study: {data['study']}` does not match the file name ({study})")
+    text = path.read_text()
+    data = copy.deepcopy(_checked_study(str(path), study, text))
     if custom_cells is None:
         custom_cells, custom_source = from_environment()
     if any(study in custom["studies"] for custom in custom_cells.values()):
         data = add_custom_cells(data, custom_cells, custom_source)
         _check_references(data, f"{path} with the cells of {custom_source}")
-        return data
-    _check_references(data, str(path))
+    return data
+
+
+@functools.lru_cache(maxsize=32)
+def _checked_study(path: str, study: str, text: str) -> dict:
+    """A study file's text, parsed and checked once per process and content (a Snakemake run, a job or a
+    notebook asks for each study several times); :func:`load_study` hands out copies."""
+    data = yaml_text(text, path)
+    validate(data, "study", path)
+    if data["study"] != study:
+        raise ConfigError(f"{path}: `study: {data['study']}` does not match the file name ({study})")
+    _check_references(data, path)
     return data
 
 
@@ -399,9 +427,9 @@ def read_json_argument(text: str) -> tuple[Any, str]:
 def recipe_problems(recipe: dict, task: str) -> list[str]:
     """What is wrong with a whole recipe of a task (``recipe.<key>: ...``), checked against the study
     schema's recipe definition."""
-    recipe_schema = {"$defs": _schema("study")["$defs"], "$ref": f"#/$defs/{RECIPE_DEFINITIONS[task]}"}
-    errors = list(jsonschema.Draft202012Validator(recipe_schema).iter_errors(recipe))
-    return ["recipe." + _describe(e, recipe_schema) for e in errors[:5]]
+    validator = definition_validator("study", RECIPE_DEFINITIONS[task])
+    errors = list(validator.iter_errors(recipe))
+    return ["recipe." + _describe(e, validator.schema) for e in errors[:5]]
 
 
 def validate_cell_config(cfg: dict, source: str) -> dict:

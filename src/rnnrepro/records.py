@@ -572,6 +572,7 @@ class Grower:
     def __init__(self, budget: str, todo: list[Unit], studies: dict, config: dict, args: argparse.Namespace):
         self.budget, self.todo, self.studies, self.config, self.args = budget, list(todo), studies, config, args
         self.deadline = time.monotonic() + args.minutes * 60
+        self.why_stopped = "the deadline"  # or the signal that moved the deadline to now
         self.lock = threading.Lock()
         self.running: dict[str, subprocess.Popen] = {}
         self.done: list[str] = []
@@ -672,7 +673,7 @@ class Grower:
             if code != 0:
                 if time.monotonic() >= self.deadline:
                     self.interrupted.append(unit.name)
-                    self.say(f"stopped at the deadline: {unit.name} (a later grow resumes it); see {log}")
+                    self.say(f"stopped by {self.why_stopped}: {unit.name} (a later grow resumes it); see {log}")
                 else:
                     self.failed.append(unit.name)
                     self.say(f"failed (exit {code}): {unit.name}; see {log}{why_it_failed(log)}")
@@ -690,7 +691,7 @@ class Grower:
         with self.lock:
             processes = list(self.running.items())
         for name, process in processes:
-            self.say(f"deadline: stopping {name}")
+            self.say(f"{self.why_stopped}: stopping {name}")
             try:
                 os.killpg(process.pid, signal.SIGTERM)
             except ProcessLookupError:
@@ -698,6 +699,7 @@ class Grower:
 
     def stop_now(self, signum, frame) -> None:
         """SIGTERM or Ctrl-C: the deadline is now (running units checkpoint and stop, none starts)."""
+        self.why_stopped = "Ctrl-C" if signum == signal.SIGINT else signal.Signals(signum).name
         self.deadline = time.monotonic()
 
     def run(self) -> None:
@@ -839,7 +841,7 @@ def grow(args: argparse.Namespace) -> int:
     grower.run()
     grower.say(f"recorded {len(grower.done)} units, {len(grower.failed)} failed"
                f"{(': ' + ', '.join(grower.failed)) if grower.failed else ''}, {len(grower.interrupted)} stopped "
-               f"at the deadline, {len(grower.todo)} not started"
+               f"by {grower.why_stopped}, {len(grower.todo)} not started"
                + (f", {len(grower.busy)} skipped (another process trains them)" if grower.busy else ""))
     return 1 if grower.failed or grower.busy else 0
 

@@ -11,9 +11,7 @@ authors' dynamic-evaluation settings for WT-2), and a budget after it
 
 from __future__ import annotations
 
-import jsonschema
-
-from ..configuration import SCHEMA_DIR, ConfigError, load_yaml, merged
+from ..configuration import ConfigError, definition_validator, merged
 from ..grid import artifact_cells, budget_of, dataset_for
 
 METHODS = ("dynamic", "entropy", "saliency")
@@ -23,10 +21,8 @@ RUN_FILES = ("config", "metrics", "history", "model")
 
 def settings_errors(settings: dict) -> list[str]:
     """What is wrong with one evaluation's settings (method and its keys), by the study schema."""
-    schema = load_yaml(SCHEMA_DIR / "study.schema.yaml")
-    validator = jsonschema.Draft202012Validator({"$defs": schema["$defs"], "$ref": "#/$defs/evaluation"})
     return [f"{'.'.join(map(str, e.absolute_path)) or '(settings)'}: {e.message}"
-            for e in validator.iter_errors(settings)]
+            for e in definition_validator("study", "evaluation").iter_errors(settings)]
 
 
 def check_evaluations(study: dict) -> None:
