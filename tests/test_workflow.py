@@ -96,7 +96,8 @@ def test_device_and_threads_rerun_nothing_and_delete_nothing(tmp_path):
     computes the same numbers: changing them after a cell finished plans no job, and `device=cuda`
     without CUDA stops before any job, deleting nothing."""
     project = copy_project(tmp_path)
-    target = "results/smoke/runs/pru/synth_ptb/lstm_m1000/frac100/seed1111/metrics.json"
+    # the smoke grid's cheapest cells (the LRU study's 10 M GRU and LRU on PTB's character stand-in)
+    target = "results/smoke/runs/lru/synth_char_small-ptb_char/gru_10m/frac100/seed1111/metrics.json"
     trained = snakemake(project, "--profile", "profiles/smoke", target)
     assert trained.returncode == 0, trained.stderr[-3000:]
     finished = {path: path.read_bytes() for path in (project / target).parent.iterdir() if path.is_file()}
@@ -108,7 +109,7 @@ def test_device_and_threads_rerun_nothing_and_delete_nothing(tmp_path):
     rerun = snakemake(project, "--profile", "profiles/smoke", target, "--config", "device=cuda", "threads=2")
     assert rerun.returncode == 0 and "Nothing to be done" in rerun.stdout + rerun.stderr, rerun.stderr[-3000:]
     # a job that has to run, with device=cuda on a machine without CUDA: stopped before it starts
-    other = "results/smoke/runs/pru/synth_ptb/pru_g4_k2_m1400/frac100/seed1111/metrics.json"
+    other = "results/smoke/runs/lru/synth_char_small-ptb_char/lru_10m/frac100/seed1111/metrics.json"
     refused = snakemake(project, "--profile", "profiles/smoke", other, "--config", "device=cuda")
     if refused.returncode == 0:
         pytest.skip("this machine has a CUDA device")
@@ -120,15 +121,15 @@ def test_device_and_threads_rerun_nothing_and_delete_nothing(tmp_path):
 @pytest.mark.slow
 def test_two_budgets_on_one_corpus_leave_each_other_alone(tmp_path):
     """A budget's results live in its own tree: training a cell at one budget and then at another (here
-    both on the synthetic PTB stand-in) plans nothing for, and changes nothing of, the first one's."""
+    both on the synthetic PTB-char stand-in) plans nothing for, and changes nothing of, the first one's."""
     import yaml
 
     project = copy_project(tmp_path)
-    study_file = project / "config/studies/pru.yaml"
+    study_file = project / "config/studies/lru.yaml"
     study = yaml.safe_load(study_file.read_text())
     study["budgets"]["cpu"] = study["budgets"]["smoke"]  # the same small cell, under another budget name
     study_file.write_text(yaml.safe_dump(study, sort_keys=False))
-    cell = "pru/synth_ptb/lstm_m1000/frac100/seed1111/metrics.json"
+    cell = "lru/synth_char_small-ptb_char/gru_10m/frac100/seed1111/metrics.json"
     first = snakemake(project, "--profile", "profiles/smoke", f"results/cpu/runs/{cell}", "--config", "budget=cpu")
     assert first.returncode == 0, first.stderr[-3000:]
     cpu_run = (project / f"results/cpu/runs/{cell}").parent
