@@ -209,6 +209,30 @@ def test_grow_stopped_by_a_signal_says_which_and_stops_its_running_units(capsys)
     assert grower.why_stopped == "Ctrl-C"
 
 
+def test_grow_workers_take_each_unit_once_with_its_own_position():
+    """Two workers asking at once get different units, numbered 1, 2, ... in the order they were taken."""
+    import argparse
+    import threading
+
+    from rnnrepro.records import Grower
+
+    units = [f"unit{i}" for i in range(40)]
+    grower = Grower("cpu", units, {}, {}, argparse.Namespace(minutes=60, threads=1, config=[]))
+    taken, start = [], threading.Barrier(4)
+
+    def worker():
+        start.wait()
+        while (got := grower.next_unit()) is not None:
+            taken.append(got)
+
+    threads = [threading.Thread(target=worker) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert sorted(taken) == [(position, f"unit{position - 1}") for position in range(1, 41)]
+
+
 def test_records_packed_but_not_committed_are_committed_by_the_next_grow(tmp_path, monkeypatch):
     import subprocess
 

@@ -574,6 +574,7 @@ class Grower:
         self.deadline = time.monotonic() + args.minutes * 60
         self.why_stopped = "the deadline"  # or the signal that moved the deadline to now
         self.lock = threading.Lock()
+        self.saying = threading.Lock()
         self.running: dict[str, subprocess.Popen] = {}
         self.done: list[str] = []
         self.failed: list[str] = []
@@ -583,7 +584,8 @@ class Grower:
         self.log_dir = Path(grid.logs_dir(budget)) / "grow"
 
     def say(self, text: str) -> None:
-        print(f"[rnnrepro] {time.strftime('%H:%M:%S')} {text}", flush=True)
+        with self.saying:  # the workers' lines, whole and one at a time
+            print(f"[rnnrepro] {time.strftime('%H:%M:%S')} {text}", flush=True)
 
     def snakemake(self, targets: list[str], threads: int, *extra: str) -> list[str]:
         """A Snakemake command line that ends with this process (rnnrepro.process_group): a grow that is
@@ -620,11 +622,12 @@ class Grower:
             self.say(f"error: preparing the data failed (exit {code}); see {log}{why_it_failed(log)}")
         return code == 0
 
-    def next_unit(self) -> Unit | None:
+    def next_unit(self) -> tuple[int, Unit] | None:
+        """The next unit and its position in the run (taken together: two workers never share one)."""
         with self.lock:
             if not self.todo or time.monotonic() >= self.deadline:
                 return None
-            return self.todo.pop(0)
+            return self.total - len(self.todo) + 1, self.todo.pop(0)
 
     def record(self, unit: Unit, records: Path) -> list[Path]:
         written = [pack_run(Path(cell.run_dir), self.budget, records) for cell in unit.cells]
@@ -649,7 +652,8 @@ class Grower:
         return f"{value}, trained in {metrics.get('wall_seconds', 0) / 60:.1f} min".lstrip(", ")
 
     def work(self) -> None:
-        while (unit := self.next_unit()) is not None:
+        while (taken := self.next_unit()) is not None:
+            position, unit = taken
             busy = [f"{cell.run_dir} ({who})" for cell in unit.cells
                     if (who := progress_file.another_trainer(Path(cell.run_dir)))]
             if busy:  # its Snakemake would refuse the unit: say why here
@@ -659,8 +663,6 @@ class Grower:
                 continue
             log = self.log_dir / f"{unit.name.replace('/', '_')}.log"
             started = time.monotonic()
-            with self.lock:
-                position = self.total - len(self.todo)
             self.say(f"unit {position} of {self.total}: {unit.name} (log {log})")
             with open(log, "w") as out:
                 process = subprocess.Popen(self.snakemake(unit.targets, self.args.threads, "--nolock"),
