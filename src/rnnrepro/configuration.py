@@ -12,8 +12,8 @@ This module imports no torch: the Snakefile imports it at parse time.
 from __future__ import annotations
 
 import copy
-import functools
 import difflib
+import functools
 import hashlib
 import json
 import re
