@@ -31,8 +31,7 @@ import itertools
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import precision
-from . import layout
+from . import layout, precision, tuning
 from .configuration import ConfigError, budgets, merged
 from .data.registry import DATASETS
 
@@ -131,11 +130,14 @@ def artifact_spec(study: dict, config: dict, artifact: str) -> dict:
     its seeds (the artifact's own, else the budget's, else the run config's)."""
     budget = budget_of(study, config)
     spec = {**study["artifacts"][artifact], **budget.get("artifacts", {}).get(artifact, {})}
-    return {**spec, "seeds": spec.get("seeds", budget.get("seeds", config["seeds"]))}
+    seeds = spec["seeds"] if "seeds" in spec else budget["seeds"] if "seeds" in budget else config["seeds"]
+    return {**spec, "seeds": seeds}
 
 
 def artifact_cells(study: dict, config: dict, artifact: str) -> list[Cell]:
     """The training cells an artifact's notebook reads (none when it needs no training)."""
+    if artifact == tuning.ARTIFACT:
+        return tuning.variant_cells(study, config)
     spec = artifact_spec(study, config, artifact)
     if not spec.get("needs_training", True):
         return []
@@ -248,6 +250,7 @@ def resolve_cell(study: dict, config: dict, cell: Cell) -> dict:
         budget.get("recipe", {}),
         budget.get("recipes", {}).get(recipe_name, {}),
     )
+    tuned = tuning_of(study, config, cell, model, recipe)
     parent = parent_cell(study, cell)
     arch = architecture(study, config, cell.model, corpus, dataset)
     problem = precision.config_problem(arch["cell"], config["precision"], config["device"])
@@ -268,4 +271,21 @@ def resolve_cell(study: dict, config: dict, cell: Cell) -> dict:
         "recipe_name": recipe_name,
         "recipe": recipe,
         "init_from": f"{parent.run_dir}/model.pt" if parent else None,
+        **({"tuning": tuned} if tuned else {}),
     }
+
+
+def tuning_of(study: dict, config: dict, cell: Cell, model: dict, recipe: dict) -> dict | None:
+    """A tuning variant's or a tuned cell's learning rate, set in ``recipe`` (changed in place), and what
+    the cell's config says of it (rnnrepro.tuning); None for a cell this budget does not tune."""
+    if "tuning_of" in model:
+        settings = tuning.tuned_settings(study, config) or study["artifacts"][tuning.ARTIFACT]
+        recipe["lr"] = recipe["lr"] * model["lr_factor"]
+        epochs = settings["tuning"].get("epochs")
+        if epochs is not None:
+            recipe["epochs"] = min(recipe["epochs"], epochs)
+        return {"variant_of": model["tuning_of"], "lr_factor": model["lr_factor"], "diverged_is_a_result": True}
+    chosen = tuning.choice(study, config, cell)
+    if chosen is not None:
+        recipe["lr"] = recipe["lr"] * chosen["lr_factor"]
+    return chosen

@@ -247,6 +247,7 @@ def stale_problem(metrics_file: Path | str, study: dict) -> str | None:
     it either way. The budget and precision are the cell's own (its config.json)."""
     from .. import grid
     from ..configuration import ConfigError
+    from ..tuning import TuningPending
 
     run_dir = Path(metrics_file).parent
     try:
@@ -259,6 +260,8 @@ def stale_problem(metrics_file: Path | str, study: dict) -> str | None:
                          recorded.get("budget", ""), recorded.get("precision", "fp32"))
         expected = grid.resolve_cell(study, {"budget": cell.budget, "precision": cell.precision, "device": "auto"},
                                      cell)
+    except TuningPending as e:
+        return f"{run_dir}: {e}, so this run's learning rate cannot be checked against it"
     except (ConfigError, KeyError, ValueError) as e:
         return f"{run_dir}: its cell is not one the study file makes now ({e})"
     changed = config_differences(recorded, expected)
