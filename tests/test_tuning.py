@@ -10,6 +10,7 @@ import pytest
 
 from rnnrepro import grid, tuning
 from rnnrepro.configuration import ConfigError, load_study
+from rnnrepro.lr_choice import write_choice
 from rnnrepro.records import Grower, Unit, seed_by_seed
 from rnnrepro.train.language_model import epochs_since_best, has_stalled
 
@@ -51,17 +52,17 @@ def test_a_tuned_cell_trains_at_the_rate_of_the_lowest_validation_loss(tmp_path,
     with pytest.raises(tuning.TuningPending, match="pru_g4_k2_m1400__lrx0p25"):
         grid.resolve_cell(study, CPU, cell)
     losses = {0.25: 5.9, 0.5: 5.7, 1: 5.65, 2: 5.8}
-    for variant in tuning.tuning_cells_of(study, CPU, cell):
+    for variant in grid.tuning_cells_of(study, CPU, cell):
         _finish(variant, losses[tuning.parse_variant(variant.model)[1]], tmp_path, study)
     resolved = grid.resolve_cell(study, CPU, cell)
     assert resolved["recipe"]["lr"] == 30.0
     assert resolved["tuning"] == {"lr_factor": 1, "lr_factors": [0.25, 0.5, 1, 2], "seeds": [1000], "epochs": 40}
     # another result of one tuning cell changes the rate, and so the cell
-    _finish_again = tmp_path / tuning.tuning_cells_of(study, CPU, cell)[1].run_dir / "metrics.json"
+    _finish_again = tmp_path / grid.tuning_cells_of(study, CPU, cell)[1].run_dir / "metrics.json"
     _finish_again.write_text(json.dumps({"val_loss": 5.6, "epochs": 9, "best_epoch": 7}))
     assert grid.resolve_cell(study, CPU, cell)["recipe"]["lr"] == 15.0
     # the table shows the curve and the choice
-    out = tuning.write_choice(study, CPU, cell, tmp_path / "choice.json")
+    out = write_choice(study, CPU, cell, tmp_path / "choice.json")
     assert out["lr"] == 15.0 and not out["at_edge_of_grid"] and len(out["curve"]) == 4
 
 

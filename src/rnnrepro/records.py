@@ -276,7 +276,7 @@ def units(studies: dict, config: dict) -> list[Unit]:
             evals = [f"{cell.run_dir}/{e}.json" for e in sorted(evaluations[cell])]
             owner = next((u for u in found if u.study == name and set(u.cells) & set(chain)), None)
             if owner is None:
-                needs = [variant.key for variant in tuning.tuning_cells_of(study, config, chain[0])]
+                needs = [variant.key for variant in grid.tuning_cells_of(study, config, chain[0])]
                 found.append(Unit(cell.key, name, chain, [f"{c.run_dir}/metrics.json" for c in chain] + evals, evals,
                                   needs=needs))
                 continue

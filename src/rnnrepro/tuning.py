@@ -17,14 +17,14 @@ current; until every variant has finished, the tuned cells cannot be resolved (:
 the workflow trains the variants first (the checkpoint ``lr_choice``, workflow/rules/train.smk) and
 ``records grow`` records them before the cells they tune.
 
-No torch here: the workflow imports it.
+This module is a leaf (it imports nothing of the package): the names and the rule. Which cells a budget
+tunes and what they resolve to is the grid's (rnnrepro.grid: ``variant_cells``, ``tuning_cells_of``,
+``tuning_choice``); ``python -m rnnrepro.lr_choice`` writes a choice for the workflow.
 """
 
 from __future__ import annotations
 
-import json
 import math
-from pathlib import Path
 
 ARTIFACT = "tuning"
 SEPARATOR = "__lrx"
@@ -79,30 +79,6 @@ def add_variants(study: dict) -> dict:
     return study
 
 
-def tuned_settings(study: dict, config: dict) -> dict | None:
-    """The tuning artifact's grid under the current budget (its models, datasets, fractions, seeds and
-    ``tuning`` settings), or None where the budget tunes nothing."""
-    from . import grid
-
-    if ARTIFACT not in grid.artifacts(study, config):
-        return None
-    spec = grid.artifact_spec(study, config, ARTIFACT)
-    return {**spec, "tuning": {**study["artifacts"][ARTIFACT]["tuning"], **spec.get("tuning", {})}}
-
-
-def variant_cells(study: dict, config: dict) -> list:
-    """The tuning artifact's cells: every variant of every tuned model, dataset and fraction, on its seeds."""
-    from . import grid
-
-    spec = tuned_settings(study, config)
-    if spec is None:
-        return []
-    return [grid.Cell(study["study"], grid.data_key(study, config, dataset), variant_id(model, factor), fraction,
-                      seed, config["budget"], config.get("precision", "fp32"))
-            for dataset in spec["datasets"] for model in spec["models"]
-            for factor in spec["tuning"]["lr_factors"] for fraction in spec["fractions"] for seed in spec["seeds"]]
-
-
 def tuned_root(study: dict, model: str) -> str:
     """The model whose tuning sets this model's rate: itself, or the cell it is finetuned from (first)."""
     while (parent := study["models"][model].get("init_from")) is not None:
@@ -110,67 +86,8 @@ def tuned_root(study: dict, model: str) -> str:
     return model
 
 
-def tuning_cells_of(study: dict, config: dict, cell) -> list:
-    """The variants whose results choose this cell's learning rate (empty: it is not tuned here)."""
-    import dataclasses
-
-    if parse_variant(cell.model) is not None:
-        return []
-    spec = tuned_settings(study, config)
-    if spec is None:
-        return []
-    root = tuned_root(study, cell.model)
-    if root not in spec["models"] or cell.fraction not in spec["fractions"]:
-        return []
-    from . import grid
-
-    if cell.corpus not in {grid.data_key(study, config, d) for d in spec["datasets"]}:
-        return []
-    return [dataclasses.replace(cell, model=variant_id(root, factor), seed=seed)
-            for factor in spec["tuning"]["lr_factors"] for seed in spec["seeds"]]
-
-
 def validation_loss(metrics: dict) -> float | None:
     return next((float(metrics[k]) for k in VALUE_KEYS if isinstance(metrics.get(k), (int, float))), None)
-
-
-def _finished(study: dict, config: dict, variant, records: Path) -> dict | None:
-    """A variant's metrics where it has finished and is current: in the budget's results tree, else in
-    its record; None otherwise."""
-    from . import grid
-    from .analysis.run_files import config_differences
-
-    expected = grid.resolve_cell(study, config, variant)
-    relative = Path(variant.run_dir).relative_to(grid.results_dir(variant.budget))
-    for folder in (Path(variant.run_dir), records / variant.budget / relative):
-        try:
-            metrics = json.loads((folder / "metrics.json").read_text())
-            recorded = json.loads((folder / "config.json").read_text())
-        except (OSError, ValueError):
-            continue
-        if isinstance(metrics, dict) and isinstance(recorded, dict) and not config_differences(recorded, expected) \
-                and validation_loss(metrics) is not None and math.isfinite(validation_loss(metrics)):
-            return metrics
-    return None
-
-
-def curve(study: dict, config: dict, cell, records: Path = Path("records")) -> list[dict]:
-    """The tuning curve behind a cell: one entry per variant (factor, lr, validation loss, epochs, whether
-    it diverged). Raises TuningPending while a variant has not finished."""
-    variants = tuning_cells_of(study, config, cell)
-    found, missing = [], []
-    for variant in variants:
-        metrics = _finished(study, config, variant, records)
-        if metrics is None:
-            missing.append(variant.key)
-            continue
-        _, factor = parse_variant(variant.model)
-        found.append({"factor": factor, "seed": variant.seed, "val_loss": validation_loss(metrics),
-                      "epochs": metrics.get("epochs"), "best_epoch": metrics.get("best_epoch"),
-                      "diverged": metrics.get("diverged")})
-    if missing:
-        raise TuningPending(tuned_root(study, cell.model), missing)
-    return found
 
 
 def chosen_factor(points: list[dict]) -> float:
@@ -181,63 +98,3 @@ def chosen_factor(points: list[dict]) -> float:
     return min(by_factor, key=lambda f: (sum(by_factor[f]) / len(by_factor[f]), abs(math.log(f))))
 
 
-def choice(study: dict, config: dict, cell, records: Path = Path("records")) -> dict | None:
-    """What tuning sets for a cell: the chosen factor, the grid it was chosen from and the seeds it was
-    tuned on (part of the cell's config: another grid or choice is another cell), or None where the cell
-    is not tuned at this budget. Raises TuningPending until its variants have finished."""
-    spec = tuned_settings(study, config)
-    if not tuning_cells_of(study, config, cell):
-        return None
-    return {"lr_factor": chosen_factor(curve(study, config, cell, records)),
-            "lr_factors": list(spec["tuning"]["lr_factors"]), "seeds": list(spec["seeds"]),
-            "epochs": spec["tuning"].get("epochs")}
-
-
-def write_choice(study: dict, config: dict, cell, output: Path, records: Path = Path("records")) -> dict:
-    """The tuning curve behind a model's cells and the factor chosen, as JSON (the workflow's
-    ``lr_choice``; the tuning notebook reads the same curves from the variants' metrics)."""
-    from . import grid
-
-    points = curve(study, config, cell, records)
-    factor = chosen_factor(points)
-    recipe_lr = grid.resolve_cell(study, config, cell)["recipe"]["lr"] / factor
-    factors = sorted({p["factor"] for p in points})
-    result = {"study": cell.study, "corpus": cell.corpus, "model": cell.model, "fraction": cell.fraction,
-              "budget": cell.budget, "recipe_lr": recipe_lr, "lr_factor": factor, "lr": recipe_lr * factor,
-              "at_edge_of_grid": factor in (factors[0], factors[-1]),
-              "curve": [{**p, "lr": recipe_lr * p["factor"]} for p in points]}
-    output.parent.mkdir(parents=True, exist_ok=True)
-    partial = output.with_name(output.name + ".partial")
-    partial.write_text(json.dumps(result, indent=1) + "\n")
-    partial.replace(output)
-    return result
-
-
-def main(argv: list[str] | None = None) -> int:
-    """``python -m rnnrepro.tuning --cell JSON --output FILE``: the workflow's lr_choice job."""
-    import argparse
-
-    from . import grid
-    from .configuration import load_study
-
-    parser = argparse.ArgumentParser(prog="python -m rnnrepro.tuning", description=main.__doc__)
-    parser.add_argument("--cell", required=True, help="the cell as JSON: study, corpus, model, fraction, seed, "
-                                                      "budget, precision")
-    parser.add_argument("--output", required=True, type=Path)
-    args = parser.parse_args(argv)
-    fields = json.loads(args.cell)
-    cell = grid.Cell(**fields)
-    config = {"budget": cell.budget, "precision": cell.precision, "device": "auto"}
-    result = write_choice(load_study(cell.study), config, cell, args.output)
-    print(f"[rnnrepro] {cell.study}/{cell.corpus}/{cell.model}/frac{cell.fraction}: learning rate {result['lr']:g} "
-                f"(x{result['lr_factor']:g} the recipe's), chosen on validation from "
-                f"{len(result['curve'])} tuning cells", flush=True)
-    return 0
-
-
-if __name__ == "__main__":
-    import sys
-
-    from .console import run_command
-
-    sys.exit(run_command(main))

@@ -398,7 +398,7 @@ def train_inputs(wildcards):
     parent = grid.parent_cell(STUDIES[cell.study], cell)
     if parent is not None:
         inputs["init"] = f"{parent.run_dir}/model.pt"
-    if tuning.tuning_cells_of(STUDIES[cell.study], config, cell):
+    if grid.tuning_cells_of(STUDIES[cell.study], config, cell):
         # its learning rate is chosen from its tuning cells first (the checkpoint lr_choice, train.smk)
         inputs["lr_choice"] = checkpoints.lr_choice.get(
             study=cell.study,
@@ -425,7 +425,7 @@ def tuning_cell(wildcards):
 def tuning_inputs(wildcards):
     """The metrics of a tuned model's tuning cells (rnnrepro.tuning)."""
     cell = tuning_cell(wildcards)
-    variants = tuning.tuning_cells_of(STUDIES[cell.study], config, cell)
+    variants = grid.tuning_cells_of(STUDIES[cell.study], config, cell)
     if not variants:
         raise WorkflowError(
             f"{cell.study}/{cell.corpus}/{cell.model}/frac{cell.fraction}: the {config['budget']} budget "

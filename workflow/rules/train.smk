@@ -40,4 +40,4 @@ checkpoint lr_choice:
     params:
         cell=tuning_cell_json,
     shell:
-        "python -m rnnrepro.tuning --cell {params.cell:q} --output {output:q} > {log:q} 2>&1"
+        "python -m rnnrepro.lr_choice --cell {params.cell:q} --output {output:q} > {log:q} 2>&1"

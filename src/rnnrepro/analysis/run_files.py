@@ -15,11 +15,11 @@ import math
 import zipfile
 from pathlib import Path
 
+from ..cell_identity import config_differences
 from ..configuration import schema_problems
 
 
 # Where and how wide a run went: not part of a cell's identity (older records carry them in config.json).
-RUNTIME_KEYS = ("device", "threads")
 
 
 class DamagedRunFile(ValueError):
@@ -223,20 +223,6 @@ def check_metrics_files(paths: list[str]) -> list[str]:
         except FileNotFoundError:
             problems.append(f"run folder {path.parent}: no {path.name}; train that cell first (target {path})")
     return problems
-
-
-def _flat(value, prefix: str = "") -> dict:
-    if isinstance(value, dict):
-        return {k: v for key, item in value.items() for k, v in _flat(item, f"{prefix}{key}.").items()}
-    return {prefix.rstrip("."): value}
-
-
-def config_differences(recorded: dict, expected: dict) -> list[str]:
-    """How a cell's config.json differs from what the study file resolves now (runtime keys aside)."""
-    old = {k: v for k, v in _flat(recorded).items() if k not in RUNTIME_KEYS}
-    new = _flat(expected)
-    return [f"{key} {old.get(key, '(none)')!r} -> {new.get(key, '(none)')!r}"
-            for key in sorted(set(old) | set(new)) if old.get(key) != new.get(key)]
 
 
 def stale_problem(metrics_file: Path | str, study: dict) -> str | None:
