@@ -35,6 +35,13 @@ def test_latex_and_markdown_hold_the_csv_cell_for_cell(tmp_path):
     assert all(line.count("|") - line.count(r"\|") == 5 for line in markdown)
 
 
+def test_a_table_without_rows_keeps_its_columns(tmp_path):
+    path = tmp_path / "claims.csv"
+    path.write_text("study,claim,verdict\n")
+    out = table_formats.texts(path)
+    assert out[".tex"].startswith(r"\begin{tabular}{lll}") and out[".md"].splitlines()[0].count("|") == 4
+
+
 def test_an_empty_file_is_named(tmp_path):
     path = tmp_path / "x.csv"
     path.write_text("")

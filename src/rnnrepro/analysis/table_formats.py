@@ -53,6 +53,9 @@ def texts(csv_path: Path) -> dict[str, str]:
     out = {}
     for suffix, tablefmt in FORMATS.items():
         cell = _markdown_cell if tablefmt == "pipe" else str
-        out[suffix] = tabulate([[cell(value) for value in row] for row in body], headers=[cell(h) for h in header],
-                               tablefmt=tablefmt, disable_numparse=True, colalign=align) + "\n"
+        text = tabulate([[cell(value) for value in row] for row in body], headers=[cell(h) for h in header],
+                        tablefmt=tablefmt, disable_numparse=True, colalign=align)
+        if not body and tablefmt.startswith("latex"):  # tabulate gives a table without rows no column spec
+            text = text.replace(r"\begin{tabular}{}", r"\begin{tabular}{" + "l" * len(header) + "}", 1)
+        out[suffix] = text + "\n"
     return out
