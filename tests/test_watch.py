@@ -13,19 +13,20 @@ import pytest
 from rnnrepro import status, watch
 from rnnrepro.train import progress_file
 
-NOW = time.time()
+NOW = float(int(time.time()))  # a whole second, as progress.json writes its times
 
 
-def cell(root, budget_tree, model, recipe, **record):
-    """A run folder with a fabricated progress.json of a live trainer (this process) and its config.json."""
+def cell(root, budget_tree, model, recipe, now=NOW, **record):
+    """A run folder with a fabricated progress.json of a live trainer (this process), written at ``now``,
+    and its config.json."""
     run_dir = root / budget_tree / "runs/pru/ptb" / model / "frac10/seed1111"
     run_dir.mkdir(parents=True)
     (run_dir / "config.json").write_text(json.dumps({"recipe": recipe}))
     progress_file.write(run_dir, {
         "state": "running", "phase": "training", "cell": f"pru/ptb/{model}/frac10/seed1111",
         "pid": os.getpid(), "host": socket.gethostname(),
-        "started_at": datetime.fromtimestamp(NOW - 3000, timezone.utc).isoformat(timespec="seconds"),
-        "updated_at": datetime.fromtimestamp(NOW, timezone.utc).isoformat(timespec="seconds"),
+        "started_at": datetime.fromtimestamp(now - 3000, timezone.utc).isoformat(timespec="seconds"),
+        "updated_at": datetime.fromtimestamp(now, timezone.utc).isoformat(timespec="seconds"),
         **record})
     return run_dir
 
@@ -68,7 +69,7 @@ def test_an_older_record_counts_down_and_a_fresh_epoch_has_no_eta(tmp_path):
 
 
 def test_status_watch_refreshes_until_ctrl_c(tmp_path, monkeypatch):
-    cell(tmp_path, "results/cpu", "lstm_m1000", {"epochs": 10}, **TRAINING)
+    cell(tmp_path, "results/cpu", "lstm_m1000", {"epochs": 10}, now=time.time(), **TRAINING)
     monkeypatch.chdir(tmp_path)
     (tmp_path / "config").mkdir()
     naps = []
