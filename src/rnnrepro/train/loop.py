@@ -208,6 +208,7 @@ class TrainingLoop:
             "epoch": p.epoch, "epochs": self.cfg["recipe"]["epochs"], "epochs_done": p.epoch - 1 + p.finished,
             "batch": p.batch, "batches_per_epoch": round(p.iteration * length / covered) if covered else None,
             "iteration": p.iteration,
+            "train_loss": p.loss_sum / p.loss_batches if p.loss_batches else None,
             **{key: value for key, value in last.items() if key.startswith("val_")},
             "best_val_loss": best, **({"best_val_ppl": perplexity(best)} if "val_ppl" in last else {}),
             "seconds": round(seconds, 1),
