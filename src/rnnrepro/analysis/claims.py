@@ -6,10 +6,11 @@ gets one verdict:
 
 - ``held`` / ``not held`` / ``inconclusive`` by the decision rule below (at the ``paper`` budget a
   held claim also needs every row within the claim's ``tolerance`` of the paper's number);
-- ``not testable at this scale``, with the reason: the claim is about a regime the budget's models do
-  not reach, or a number its grid cannot form (the claim's ``not_testable``), its rows differ in a way
-  that makes the comparison measure something else (``alike``), or a value measured once differs by
-  less than its noise (``noise_floor``); the effect is shown all the same;
+- ``not testable at this scale``, with the reason: the compared models do not keep the paper's ratio of
+  recurrent parameters or its output head (rnnrepro.analysis.comparability), the claim is about a regime
+  the budget's models do not reach, or a number its grid cannot form (the claim's ``not_testable``), its
+  rows differ in a way that makes the comparison measure something else (``alike``), or a value measured
+  once differs by less than its noise (``noise_floor``); the effect is shown all the same;
 - ``not tested``, with the reason: a row trained on synthetic data (the smoke budget), a budget the
   claim lists as unable to answer it (quoting the GPU-hours that would), a row the budget's grid
   leaves out, or a table that could not be built (the reason why).
@@ -17,17 +18,23 @@ gets one verdict:
 A budget that is another scale of one (``scale_of: cpu`` in the study file: ``cpu_wide``) can answer
 what that one can, and its scorecard's effects are shown beside that one's (:func:`beside_other_scales`).
 
-Effects and the decision rule (rnnrepro.analysis.effects). A check is split into the pairs of rows it
-needs (``less_than``: the two rows; ``increasing``: each row and the next; ``lowest``: the first row
-and each other one). Each pair's effect is the first row's mean minus the second's with a 90 % interval
-over seeds: Welch's t interval for rows trained from their own seeds, a paired t interval on the
-per-seed differences where the claim is ``paired`` (both rows read from the same seed's model). A pair
-goes *below* (or *above*) when every seed of the first row is below (above) every seed of the second
-(paired: every per-seed difference has that sign) *and* its interval lies wholly on that side of zero;
-otherwise it *overlaps*. ``held`` when every pair goes the claimed way, ``not held`` when some pair
-goes the other way, ``inconclusive`` otherwise. With one sample per row the two numbers decide and the
-verdict says "1 seed"; a value that is not a training outcome (an exact parameter count, a speed
-measurement) has one sample by nature.
+Effects and the decision rule (rnnrepro.analysis.effects, docs/claims.md). A check is split into the
+pairs of rows it needs (``less_than``: the two rows; ``increasing``: each row and the next; ``lowest``:
+the first row and each other one). A perplexity claim's effects are in nats: each seed's perplexity is
+taken as its log, so a pair's effect is the difference of mean log-perplexity, beside the paper's (the
+log of its perplexity ratio) and the ratio of the two. Each pair's effect is the first row's mean
+minus the second's with a 90 % interval over seeds: Welch's t interval at the exact Welch-Satterthwaite
+degrees of freedom for rows trained from their own seeds, a paired t interval on the per-seed
+differences where the claim is ``paired`` (both rows read from the same seed's model); a claim on a
+median over all runs compares medians, by ranks. Independent rows go *below* (or *above*) when every
+seed of the first row is below (above) every seed of the second *and* the interval lies wholly on that
+side of zero; paired rows when their interval does; medians when every run is beyond every run;
+otherwise the pair *overlaps*. ``held`` when every pair goes the claimed way (and the size the claim
+states, ``size``, is met), ``not held`` when some pair goes the other way (or the size is missed),
+``inconclusive`` otherwise, saying whether the seeds could have found the paper's effect (its minimum
+detectable effect). With one sample per row the two numbers decide and the verdict says "1 seed"; a
+value that is not a training outcome (an exact parameter count, a speed measurement) has one sample by
+nature.
 
 Flags beside a verdict: ``fragile`` (a decided pair whose closest seeds are nearer than one
 seed-to-seed standard deviation), ``still improving`` and ``capped`` (a run behind a row ended with its
@@ -35,12 +42,14 @@ validation loss still falling, or at its recipe's epoch cap; rnnrepro.analysis.r
 
 ``close_to_paper`` compares one row with a number, its own paper value, not rows with each other: it
 is ``held`` when every seed is within the claim's ``tolerance`` of the paper's number, ``not held``
-when every seed is outside it, ``inconclusive`` when the seeds fall on both sides; the difference
-beside it is our mean minus the paper's number.
+when every seed is outside it, ``inconclusive`` when the seeds fall on both sides (the tolerance in the
+value's own unit); the difference beside it is our mean minus the paper's number (for a perplexity, in
+nats, with the points in ``difference_points``).
 
 The same check is also run on the paper's own numbers (``paper_check``), which catches a claim that
-misreads its source. No torch here: the scorecard reads CSV tables, and the run folders' small files
-for its flags.
+misreads its source. No weights and no training here: the scorecard reads CSV tables, the run folders'
+small files for its flags, and counts the compared models' recurrent parameters from the study file
+(a cell with no formula is built on torch's meta device, rnnrepro.sizing).
 """
 
 from __future__ import annotations
