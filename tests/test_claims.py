@@ -28,13 +28,13 @@ def toy_study(**claim_fields) -> dict:
     claim = {"id": "a_beats_b", "statement": "A is below B.", "source": "Table 1", "table": "toy_t",
              "value": "test_ppl", "check": "less_than", "rows": [{"model": "a"}, {"model": "b"}],
              "per": {"dataset": ["ptb", "wt2"]}, **claim_fields}
+    value = claim["value"]  # test_ppl (judged in nats), or test_loss where a test reads the plain difference
     return {
         "study": "toy",
         "artifacts": {"t": {"notebook": "notebooks/t.py", "datasets": ["ptb", "wt2"], "models": ["a", "b", "c"],
                             "fractions": [100], "tables": ["toy_t"],
-                            "columns": {"toy_t": ["dataset", "model", "test_ppl", "test_ppl_samples",
-                                                  "paper_test_ppl", "seed", "test_loss", "test_loss_samples",
-                                                  "paper_test_loss"]},
+                            "columns": {"toy_t": ["dataset", "model", value, f"{value}_samples",
+                                                  f"paper_{value}", "seed"]},
                             "figures": []}},
         "budgets": {"paper": {"gpu_hours": 12}, "reduced": {"gpu_hours": 1}, "cpu": {"cpu_hours": 2},
                     "smoke": {"datasets": {"ptb": "synth_ptb", "wt2": "synth_wt2"}}},
@@ -894,8 +894,9 @@ def readme_card(budget: str) -> pd.DataFrame:
     """A hand-written rendered scorecard: one verdict from real data, one from exact counts, one not tested."""
     base = {column: "" for column in COLUMNS}
     rows = [{**base, "study": "toy", "claim": "a_beats_b[dataset=ptb]", "statement": "A is below B.", "verdict": HELD,
-             "paper": "a 62; b 66", "ours": "a 61; b 64", "difference": "-3", "paper_difference": "-4",
-             "interval": "[-4.741, -1.259]", "flags": FRAGILE, "budget": budget, "data": "real",
+             "paper": "a 62; b 66", "ours": "a 61; b 64", "difference": "-0.04802", "paper_difference": "-0.06252",
+             "interval": "[-0.0771, -0.0189]", "unit": "nats", "ratio": "0.768", "ratio_interval": "[0.302, 1.23]",
+             "mde": "0.0218", "flags": FRAGILE, "budget": budget, "data": "real",
              "other_scale": "cpu_wide" if budget == "cpu" else "", "other_scale_verdict": NOT_YET_RUN if budget == "cpu" else ""},
             {**base, "study": "toy", "claim": "counts", "statement": "Sizes order.", "verdict": HELD, "budget": budget,
              "data": COUNTED},
@@ -910,8 +911,8 @@ def test_readme_section_lists_each_verdict_from_real_data():
     text = section({"cpu": readme_card("cpu"), "reduced": readme_card("reduced")})
     assert text.startswith("Of the 6 scorecard rows of these budgets, 2 have a verdict from real data "
                            "(1 at `cpu`, 1 at `reduced`):")
-    assert ("| A is below B. (`a_beats_b`, cpu; dataset=ptb) | a 62; b 66 | a 61; b 64 | -3 (paper -4) | "
-            "[-4.741, -1.259] | held | fragile | cpu_wide: not yet run |") in text
+    assert ("| A is below B. (`a_beats_b`, cpu; dataset=ptb) | a 62; b 66 | a 61; b 64 | -0.04802 (paper -0.06252) "
+            "nats | [-0.0771, -0.0189] | 0.768 [0.302, 1.23] | 0.0218 | held | fragile | cpu_wide: not yet run |") in text
     assert "Decided from exact parameter counts, without training: 1 at `cpu`, 1 at `reduced`." in text
 
 
@@ -941,3 +942,6 @@ def test_readme_section_shows_the_other_scales_effect():
     card.loc[0, ["other_scale_verdict", "other_scale_difference", "other_scale_interval"]] = [
         HELD, "-0.05", "[-0.07, -0.03]"]
     assert "| held | fragile | cpu_wide: held, -0.05 [-0.07, -0.03] |" in section({"cpu": card})
+    # the other scale's flags are kept beside its effect
+    card.loc[0, "other_scale_flags"] = f"{FRAGILE}, {STILL_IMPROVING}"
+    assert "| held | fragile | cpu_wide: held, -0.05 [-0.07, -0.03] (fragile, still improving) |" in section({"cpu": card})
