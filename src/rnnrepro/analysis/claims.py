@@ -617,7 +617,8 @@ def evaluate_case(study: dict, config: dict, table: pd.DataFrame, case: Case,
         reference = select(table, case.paper_row, paper_column, where)
     if kind == "close_to_paper":
         reference = found[0]
-    row = {**{column: "" for column in COLUMNS}, "study": study["study"], "claim": case.id, "statement": claim["statement"], "source": claim["source"],
+    row = {**{column: "" for column in COLUMNS},
+           "study": study["study"], "claim": case.id, "statement": claim["statement"], "source": claim["source"],
            "table": claim["table"], "value": claim["value"], "budget": budget, "data": data, "seeds": seeds,
            "paper": (f"{_label(claim['paper_row'])} {_number(reference)}" if case.paper_row is not None
                      else _describe(case, paper)),
@@ -681,8 +682,8 @@ def evaluate_case(study: dict, config: dict, table: pd.DataFrame, case: Case,
                          if any(e.has_interval for _, e, *_ in pairs) else effects.interval_text(pairs[0][1])),
                interval_method=", ".join(methods), unit=NATS if perplexity else claim["value"],
                ratio=joined(_plain(b.ratio) for b in beside),
-               ratio_interval=joined("n/a" if math.isnan(b.ratio_low) else f"[{_plain(b.ratio_low)}, {_plain(b.ratio_high)}]"
-                                     for b in beside),
+               ratio_interval=joined("n/a" if math.isnan(b.ratio_low) else
+                                     f"[{_plain(b.ratio_low)}, {_plain(b.ratio_high)}]" for b in beside),
                significant_same_direction=joined(b.significant for b in beside),
                paper_in_interval=joined(b.inside for b in beside),
                mde=joined(_plain(e.mde) for _, e, *_ in pairs), underpowered=joined(b.underpowered for b in beside),
@@ -700,9 +701,10 @@ def evaluate_case(study: dict, config: dict, table: pd.DataFrame, case: Case,
 
     scale_dataset = dataset if dataset not in (None, EVERY_DATASET) else next(
         iter(grid.artifact_spec(study, config, artifact).get("datasets", [])), None)
-    unlike = (None if data == COUNTED or grid.artifact_spec(study, config, artifact).get("speed") or scale_dataset is None
-              else comparability.problem(study, config, case.rows, [(a, b) for a, b, _ in pairs_needed(kind, len(samples))]
-                                         if kind != "close_to_paper" else [], table, scale_dataset, _matches))
+    compared_pairs = [(a, b) for a, b, _ in pairs_needed(kind, len(samples))] if kind != "close_to_paper" else []
+    paper_models = data == COUNTED or grid.artifact_spec(study, config, artifact).get("speed")
+    unlike = (None if paper_models or scale_dataset is None
+              else comparability.problem(study, config, case.rows, compared_pairs, table, scale_dataset, _matches))
     untestable = [reason for reason in (_declared_untestable(study, claim, budget), unlike, _alike_problem(table, case),
                                         _noise_problem(claim, case, samples)) if reason]
     if untestable:
@@ -732,8 +734,8 @@ def evaluate_case(study: dict, config: dict, table: pd.DataFrame, case: Case,
                        + ("its runs overlap" if by_median else "its seeds overlap or its 90 % interval spans zero")
                        + "; " + _power_text(pairs, unit_text))
     if sizes:
-        texts = [f"{label}: by {_percent(rel[0])}" + (f" [{_percent(rel[1])}, {_percent(rel[2])}]" if not math.isnan(rel[1]) else "")
-                 for rel, label in sizes]
+        texts = [f"{label}: by {_percent(rel[0])}"
+                 + ("" if math.isnan(rel[1]) else f" [{_percent(rel[1])}, {_percent(rel[2])}]") for rel, label in sizes]
         stated = f"the paper's about {_percent(size['relative'])} ± {size['within'] * 100:g} points"
         if "not held" in size_outcomes:
             return verdict(NOT_HELD, f"the check ({relation}) holds ({evidence}), but not the size it states: "
