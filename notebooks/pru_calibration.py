@@ -54,9 +54,9 @@ table
 
 # %% [markdown]
 # The validation perplexity of every epoch (one line per seed), one panel per model, against the
-# published final validation and test numbers; the square is our test perplexity at the scored epoch of
-# a whole run. The AWD-LSTM's panel also shows the validation its authors' log printed after the first
-# epoch, with the ±10 % band its claim allows (claim `awd_lstm_first_epoch_calibration`).
+# published final validation and test numbers; the square is our test perplexity at the scored epoch.
+# The AWD-LSTM's panel also shows the validation its authors' log printed after the first epoch, with
+# the ±10 % band its claim allows (claim `awd_lstm_first_epoch_calibration`).
 
 # %%
 fig = calibration.calibration_figure(table, histories, "Our trainer against published models: Zaremba et al. "

@@ -75,7 +75,7 @@ def calibration_table(cells: pd.DataFrame, histories: pd.DataFrame, study: dict)
 def draw_model(ax, row, runs: pd.DataFrame) -> None:
     """One panel: every seed's validation perplexity per epoch; the published final validation and
     test perplexity as lines and the log's first epochs as points with the claim's band (where the
-    source gives them); our test perplexity at the scored epoch after a whole run."""
+    source gives them); our test perplexity at the scored epoch."""
     from matplotlib.ticker import MaxNLocator
 
     from .plotting import counted
@@ -93,7 +93,7 @@ def draw_model(ax, row, runs: pd.DataFrame) -> None:
         band = [0.1 * v for v in values]  # the claims' tolerance (config/studies: *_first_epoch_calibration)
         ax.errorbar(epochs, values, yerr=band, fmt="D", color="black", capsize=4, markersize=5,
                     label="authors' log after epoch " + ", ".join(f"{e}: {v:g}" for e, v in points) + " (band ±10 %)")
-    if row.epochs > max(FIRST_EPOCHS) and not math.isnan(row.test_ppl):
+    if not math.isnan(row.test_ppl):
         ax.plot(row.scored_epoch, row.test_ppl, "s", color="tab:red",
                 label=f"ours: test {row.test_ppl:.1f} (epoch {row.scored_epoch:g})")
     ax.set(xlabel="epoch", ylabel="validation perplexity",
