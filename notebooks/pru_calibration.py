@@ -59,6 +59,6 @@ table
 # the ±10 % band its claim allows (claim `awd_lstm_first_epoch_calibration`).
 
 # %%
-fig = calibration.calibration_figure(table, histories, "Our trainer against published models: Zaremba et al. "
-                                                       "(2014)'s Table 1 and the AWD-LSTM's first epoch")
+fig = calibration.calibration_figure(table, histories, "Our trainer against published models, each in its "
+                                                       "authors' recipe")
 save_figure(fig, figures[0])
