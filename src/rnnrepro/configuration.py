@@ -384,6 +384,10 @@ def _check_references(study: dict, source: str) -> None:
         for model in artifact["models"]:
             if model not in models:
                 problems.append(f"artifacts.{name}.models: unknown model {model!r}")
+        for budget_name in artifact.get("budgets", []):
+            if budget_name not in study["budgets"]:
+                problems.append(f"artifacts.{name}.budgets: {budget_name!r} is not a budget of this study "
+                                f"(have: {', '.join(study['budgets'])})")
     for recipe in study.get("dataset_recipes", {}):
         if recipe not in recipes:
             problems.append(f"dataset_recipes.{recipe}: unknown recipe")
