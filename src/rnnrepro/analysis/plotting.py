@@ -38,6 +38,17 @@ CAPPED_LABEL = "open: stopped by its epoch cap, not by its own rule"
 
 # ---------------------------------------------------------------- names
 
+#: dataset ids in words, for titles and panels
+DATASET_WORDS = {"ptb": "PTB", "wt2": "WikiText-2", "ptb_char": "PTB characters", "warpeace": "War and Peace",
+                 "enwik8": "enwik8", "text8": "text8", "text8_autocomplete": "text8 autocomplete",
+                 "all": "all datasets pooled"}
+
+
+def dataset_words(dataset: str) -> str:
+    """"warpeace" -> "War and Peace"; an id this list lacks (a stand-in corpus) as it is."""
+    return DATASET_WORDS.get(dataset, dataset)
+
+
 def _cell_word(definition: dict) -> str:
     cell, options = definition["cell"], definition.get("cell_options") or {}
     # the PRU with one group, one level and no residual is an LSTM computed step by step (cells/pru.py)

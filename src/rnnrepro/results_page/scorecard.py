@@ -6,6 +6,7 @@ the verdicts counted with trained verdicts and count checks apart."""
 from __future__ import annotations
 
 import math
+import re
 from pathlib import Path
 
 import pandas as pd
@@ -87,11 +88,27 @@ def row_view(row, study: dict, spec: dict | None, namer: Namer, owners: dict, he
     }
 
 
+def namer_words(text: str, namer: Namer) -> str:
+    """``text`` with each of the study's model ids (a whole word) replaced by its name."""
+    for model in sorted(namer.names, key=len, reverse=True):
+        if namer.names[model] != model:
+            text = re.sub(rf"\b{re.escape(model)}\b", namer.names[model], text)
+    return text
+
+
 def other_scale_absent(card: pd.DataFrame, results_dir) -> set[str]:
     """The other scales named in the scorecard whose own scorecard exists (a claim missing from it was
     not trained there, rather than not yet run)."""
     names = {s for text in card["other_scale"].fillna("").astype(str) for s in text.split("; ") if s}
     return {name for name in names if (Path(results_dir(name)) / "tables" / "claims.csv").is_file()}
+
+
+def _folds(rows: list[dict]) -> list[dict]:
+    """Rows not tested, one fold per kind of reason: [{"kind", "rows"}]."""
+    folded = {}
+    for v in rows:
+        folded.setdefault(v["not_tested_kind"], []).append(v)
+    return [{"kind": kind, "rows": rows} for kind, rows in folded.items()]
 
 
 def paper_groups(card: pd.DataFrame, studies: dict[str, dict], namers: dict[str, Namer], owners: dict,
@@ -110,21 +127,29 @@ def paper_groups(card: pd.DataFrame, studies: dict[str, dict], namers: dict[str,
             views.append(row_view(row, study, spec, namers[name], owners, bool(spec and spec.get("headline")),
                                   absent))
         own = [v for v in views if (name, v["claim"]) in custom]
+        added = set(study.get("custom_cells", {}))
+        for v in own:  # the added claims name the models by id: in words here
+            v["statement"] = namer_words(v["statement"], namers[name])
+            if v["other_verdict"] in (NOT_TESTED, NOT_YET_RUN, "not trained there") and v["other_scale"]:
+                trained = [s for s in v["other_scale"].split("; ") if any(
+                    next((Path(results_dir(s)) / "runs" / name).glob(f"*/{model}/frac*/seed*/metrics.json"), None)
+                    for model in added)]
+                if not trained:
+                    v["other_verdict"], v["other_class"] = f"your cell not trained at {v['other_scale']}", "not-tested"
+                    v["other_difference"] = v["other_interval"] = v["other_flags"] = ""
         theirs = [v for v in views if (name, v["claim"]) not in custom]
         if own:
-            mine.append({"id": name, "title": study["title"], "rows": own})
+            mine.append({"id": name, "title": study["title"], "rows": own,
+                         "tested": [v for v in own if v["verdict"] != NOT_TESTED],
+                         "not_tested": _folds([v for v in own if v["verdict"] == NOT_TESTED])})
         tested = [v for v in theirs if v["verdict"] != NOT_TESTED]
-        folded = {}
-        for v in theirs:
-            if v["verdict"] == NOT_TESTED:
-                folded.setdefault(v["not_tested_kind"], []).append(v)
         papers.append({
             "id": name, "title": study["title"],
             "headline": sorted([v for v in tested if v["headline"]], key=lambda v: ORDER[v["verdict"]]),
             "trained": sorted([v for v in tested if not v["headline"] and not v["counted"]],
                               key=lambda v: ORDER[v["verdict"]]),
             "counted": [v for v in tested if v["counted"]],
-            "not_tested": [{"kind": kind, "rows": rows} for kind, rows in folded.items()],
+            "not_tested": _folds([v for v in theirs if v["verdict"] == NOT_TESTED]),
             "all": theirs,
         })
     return papers, mine

@@ -9,19 +9,12 @@ import re
 
 import pandas as pd
 
-from ..analysis.plotting import model_names
+from ..analysis.plotting import dataset_words, model_names
 
-DATASET_WORDS = {"ptb": "PTB", "wt2": "WikiText-2", "ptb_char": "PTB characters", "warpeace": "War and Peace",
-                 "enwik8": "enwik8", "text8": "text8", "text8_autocomplete": "text8 autocomplete",
-                 "all": "all datasets pooled"}
 STAGE_WORDS = {"base": "Base", "finetune": "finetuned", "dynamic": "dynamic evaluation"}
 EVALUATION_WORDS = {"dynamic": "dynamic evaluation", "static": "static evaluation"}
 #: the paper's size a model id or name carries ("lru_24m", "LRU 24 M parameters"): not the size we trained
 PAPER_SIZE = re.compile(r" \d+(\.\d+)? M parameters$")
-
-
-def dataset_words(dataset: str) -> str:
-    return DATASET_WORDS.get(dataset, dataset)
 
 
 def case_of(claim: str) -> dict[str, str]:
