@@ -80,6 +80,6 @@ for ax, (model_id, activation) in zip(axes[:, 0], panels):
     ax.set_title(f"LRN with g = {activation}: unit-averaged w(k → last) in layer 1")
     ax.set_ylabel("test sentence")
     ax.set_xlabel("token position k")
-    fig.colorbar(image, ax=ax)
+    fig.colorbar(image, ax=ax, label="w(k → last), averaged over units")
 fig.tight_layout()
 save_figure(fig, figures[0])
