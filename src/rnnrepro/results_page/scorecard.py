@@ -57,7 +57,7 @@ def not_tested_kind(reason: str) -> str:
             "a compared row has no result at this budget")
 
 
-def row_view(row, study: dict, spec: dict | None, namer: Namer, owners: dict, headline: bool,
+def row_view(row, spec: dict | None, namer: Namer, owners: dict, headline: bool,
              other_absent: set[str]) -> dict:
     """One scorecard row with what the template shows, its ids in words."""
     claim, _, _ = row.claim.partition("[")
@@ -124,7 +124,7 @@ def paper_groups(card: pd.DataFrame, studies: dict[str, dict], namers: dict[str,
         for row in rows.itertuples(index=False):
             claim = row.claim.partition("[")[0]
             spec = specs.get((name, claim))
-            views.append(row_view(row, study, spec, namers[name], owners, bool(spec and spec.get("headline")),
+            views.append(row_view(row, spec, namers[name], owners, bool(spec and spec.get("headline")),
                                   absent))
         own = [v for v in views if (name, v["claim"]) in custom]
         added = set(study.get("custom_cells", {}))
