@@ -40,7 +40,7 @@ from matplotlib.ticker import MaxNLocator
 
 from rnnrepro.analysis import pru
 from rnnrepro.analysis.notebook import save, save_figure, setup
-from rnnrepro.analysis.plotting import counted
+from rnnrepro.analysis.plotting import counted, dataset_words
 
 study_config, cells = setup(study, metrics_files)
 histories = pru.read_histories(metrics_files)
@@ -63,7 +63,7 @@ for ax, row in zip(axes[0], table.itertuples()):
     ax.plot(row.scored_epoch, row.test_ppl, "s", color="tab:red",
             label=f"ours: test {row.test_ppl:.1f} (epoch {row.scored_epoch:g})")
     ax.set(xlabel="epoch", ylabel="perplexity",
-           title=f"{pru.CALIBRATION_NAMES.get(row.model, row.model)}\n{row.corpus}, {row.budget} budget, "
+           title=f"{pru.CALIBRATION_NAMES.get(row.model, row.model)}\n{dataset_words(row.corpus)}, {row.budget} budget, "
                  f"{counted(len(runs['seed'].unique()), 'seed')}")
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     ax.legend(fontsize=8)
