@@ -10,7 +10,9 @@ from ..analysis.plotting import counted as counted_words
 
 
 def _cases(rows: list[dict]) -> str:
-    return ", ".join(v["case"] or "as stated" for v in rows)
+    """" on PTB; WikiText-2", or nothing for a claim without cases."""
+    cases = [v["case"] for v in rows if v["case"]]
+    return f" on {'; '.join(cases)}" if cases else ""
 
 
 def headline_claims(paper: dict) -> list[dict]:
@@ -34,7 +36,7 @@ def headline_claims(paper: dict) -> list[dict]:
                        "other": (f"at {v['other_scale']}: {v['other_verdict']}"
                                  if v["other_scale"] and v["other_verdict"] not in ("", NOT_YET_RUN) else ""),
                        "flags": v["flags"]} for v in decided],
-            "untested": (f"not tested on {_cases(untested)} ({'; '.join(kinds)})" if untested else ""),
+            "untested": (f"not tested{_cases(untested)} ({'; '.join(kinds)})" if untested else ""),
         })
     return found
 
