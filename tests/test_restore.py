@@ -3,14 +3,15 @@ records of every baseline, a run with a cell of your own trains that cell's seed
 unfinished or missing record trains its cell, and so does a cell whose weights the run needs. On
 hand-written records in temporary directories, and Snakemake dry runs."""
 
+import contextlib
 import json
 
 import pytest
 from conftest import copy_project, snakemake
 
-from rnnrepro import grid, records
+from rnnrepro import grid, records, tuning
 from rnnrepro.configuration import REPO_ROOT, load_run_config, load_study, load_yaml
-from rnnrepro.custom_cells import check_custom_cells
+from rnnrepro.custom_cell_checks import check_custom_cells
 
 EXAMPLE = REPO_ROOT / "examples" / "mgu.yaml"
 
@@ -42,10 +43,13 @@ def write_record(root, study: dict, config: dict, cell: grid.Cell, evaluations=(
 
 
 def record_units(root, studies: dict, config: dict, study: str, models: set[str]) -> list[records.Unit]:
-    """Records of every unit of ``study`` whose cell is one of ``models``, with their evaluations."""
+    """Records of every unit of ``study`` whose cell is one of ``models`` or a learning-rate tuning cell of
+    one (rnnrepro.tuning; recorded first, as the units come, so the cells they tune resolve), with their
+    evaluations."""
     written = []
     for unit in records.units({study: studies[study]}, config):
-        if unit.cells and unit.cells[-1].model in models:
+        model = unit.cells[-1].model if unit.cells else None
+        if model in models or (tuning.parse_variant(model or "") or ("",))[0] in models:
             for cell in unit.cells:
                 names = [e.rsplit("/", 1)[1].removesuffix(".json") for e in unit.evaluations
                          if e.startswith(cell.run_dir + "/")]
@@ -64,6 +68,10 @@ def recorded(tmp_path, monkeypatch):
     config, studies = cpu_studies()
     record_units(tmp_path, studies, config, "pru", TABLE1)
     return tmp_path, config, studies
+
+
+def config_seeds(studies: dict) -> list[int]:
+    return studies["pru"]["budgets"]["cpu"]["seeds"]
 
 
 def table1_cell(model: str, seed: int = 1111) -> grid.Cell:
@@ -106,7 +114,7 @@ def test_the_cells_whose_weights_a_target_reads(recorded):
     _, config, studies = recorded
     assert targets.weights_read(studies, config, ["results/cpu/tables/pru_table1.csv"]) == set()
     fig4 = targets.weights_read(studies, config, ["results/cpu/tables/pru_fig4.csv"])
-    assert fig4 == {table1_cell(m, s) for m in ("lstm_m1000", "pru_g4_k2_m1400") for s in (1111, 1112, 1113)}
+    assert fig4 == {table1_cell(m, s) for m in ("lstm_m1000", "pru_g4_k2_m1400") for s in config_seeds(studies)}
     assert targets.weights_read(studies, config, []) == fig4  # no target: rule all, every artifact
     # the scorecard reads no table of an artifact that reads weights
     assert targets.weights_read(studies, config, ["results/cpu/tables/claims.csv"]) == set()
@@ -136,7 +144,8 @@ def project(tmp_path_factory):
     root = copy_project(tmp_path_factory.mktemp("restore"))
     shutil.copytree(REPO_ROOT / "examples", root / "examples", ignore=shutil.ignore_patterns("__pycache__"))
     config, studies = cpu_studies()
-    record_units(root, studies, config, "pru", TABLE1)
+    with contextlib.chdir(root):  # the tuned cells resolve from the tuning cells' records written first
+        record_units(root, studies, config, "pru", TABLE1)
     return root
 
 
@@ -148,19 +157,22 @@ def test_only_the_cell_of_your_own_trains_beside_recorded_baselines(project):
                     "--config", "budget=cpu")
     assert run.returncode == 0, run.stderr[-3000:]
     jobs = planned(run)
-    assert jobs["restore_cell"] == 15 and jobs["train_cell"] == 3 and jobs["notebook_pru_table1"] == 1, jobs
+    # the baselines' 25 cells restored; the cell of your own tuned (4 rates) and trained (5 seeds)
+    assert jobs["restore_cell"] == 25 and jobs["train_cell"] == 9 and jobs["lr_choice"] == 1, jobs
+    assert jobs["notebook_pru_table1"] == 1, jobs
     trained = [line for line in run.stdout.splitlines() if line.startswith("    output: results/cpu/runs/")
                and line.endswith("model.pt")]
-    assert len(trained) == 3 and all("/mgu/" in line for line in trained), trained
+    assert len(trained) == 9 and all("/mgu/" in line or "/mgu__lrx" in line for line in trained), trained
     # the baselines alone: nothing trains
     run = snakemake(project, "-n", "--cores", "2", TABLE1_TARGET, "--config", "budget=cpu")
     assert run.returncode == 0, run.stderr[-3000:]
-    assert "train_cell" not in planned(run) and planned(run)["restore_cell"] == 15
+    assert "train_cell" not in planned(run) and planned(run)["restore_cell"] == 25
     # without the records: every cell trains
     run = snakemake(project, "-n", "--cores", "2", TABLE1_TARGET, "--configfile", "examples/mgu.yaml",
                     "--config", "budget=cpu", "use_records=false")
     assert run.returncode == 0, run.stderr[-3000:]
-    assert planned(run)["train_cell"] == 18 and "restore_cell" not in planned(run)
+    # 30 cells and the 24 tuning cells of the six models
+    assert planned(run)["train_cell"] == 54 and "restore_cell" not in planned(run)
 
 
 def test_a_stale_baseline_trains_again_and_is_named(project):
@@ -174,7 +186,9 @@ def test_a_stale_baseline_trains_again_and_is_named(project):
     finally:
         stale.write_text(saved)
     assert run.returncode == 0, run.stderr[-3000:]
-    assert planned(run)["train_cell"] == 1 and planned(run)["restore_cell"] == 14
+    # the stale cell trains at the rate its model's recorded tuning cells choose (4 restored for lr_choice)
+    assert planned(run)["train_cell"] == 1 and planned(run)["restore_cell"] == 24 + 4
+    assert planned(run)["lr_choice"] == 1
     said = run.stdout + run.stderr
     assert ("not restored from its record, so it trains: pru/ptb/pru_g2_k2_m1200/frac10/seed1113: stale record"
             in said), said[-3000:]
@@ -186,8 +200,9 @@ def test_an_artifact_that_reads_weights_trains_its_cells(project):
                     "--config", "budget=cpu")
     assert run.returncode == 0, run.stderr[-3000:]
     jobs = planned(run)
-    # LSTM M=1000 and PRU g=4 (three seeds each) train; their Table 1 rows come from those runs too
-    assert jobs["train_cell"] == 6 and jobs["restore_cell"] == 9, jobs
+    # LSTM M=1000 and PRU g=4 (five seeds each) train; their Table 1 rows come from those runs too
+    # (and their two models' recorded tuning cells are restored for their learning rates)
+    assert jobs["train_cell"] == 10 and jobs["restore_cell"] == 15 + 8 and jobs["lr_choice"] == 2, jobs
 
 
 def test_render_with_cells_of_your_own_starts_the_scorecards_kernel_knowing_them(monkeypatch):

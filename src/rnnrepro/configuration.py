@@ -287,7 +287,7 @@ def load_study(study: str, root: Path | None = None, custom_cells: dict | None =
 
     ``custom_cells`` None: those the running workflow exported (a notebook or the scorecard run by a
     rule sees the same study as the Snakefile), else none. Check them first with
-    ``custom_cells.check_custom_cells``, which names the config file they came from.
+    ``custom_cell_checks.check_custom_cells``, which names the config file they came from.
     """
     path = (project_root() if root is None else root) / "config" / "studies" / f"{study}.yaml"
     if not path.exists():

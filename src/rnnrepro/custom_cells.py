@@ -23,7 +23,7 @@ grid, sizing, training, notebooks, the scorecard, the report) treats the new mod
   read in those artifacts, one ``less_than`` (``greater_than`` with ``better: higher``) claim per
   other model of the artifact, over the same datasets and fractions (``per``) and budgets (``testable``).
 
-:func:`check_custom_cells` checks what the schema cannot (studies, models, artifacts, the cell's
+``rnnrepro.custom_cell_checks.check_custom_cells`` checks what the schema cannot (studies, models, artifacts, the cell's
 module, class and options) and names the config file and key. Then :func:`try_cell` builds each cell
 small on the CPU, at the layer sizes its models stack, and runs it on a tiny window, once more from the
 state it returned, and then on a window as long as training and evaluation give it (the recipe's BPTT
@@ -42,9 +42,7 @@ import importlib.util
 import json
 import os
 import traceback
-from pathlib import Path
 
-from .errors import ConfigError
 from .tuning import ARTIFACT as TUNING
 
 #: environment variable carrying the custom cells from the Snakefile to the jobs it starts (notebooks
@@ -84,118 +82,6 @@ def export(custom_cells: dict, source: str) -> None:
         os.environ[ENVIRONMENT_VARIABLE] = json.dumps({"cells": custom_cells, "source": source})
     else:
         os.environ.pop(ENVIRONMENT_VARIABLE, None)
-
-
-def check_custom_cells(custom_cells: dict, studies: dict[str, dict], source: str, config: dict | None = None) -> None:
-    """Raise ConfigError naming ``source`` and every offending key of the ``custom_cells`` section;
-    when the keys are right, try each cell (:func:`try_cell`) at the layer sizes of every model it
-    becomes and, given the run ``config``, on windows as long as its recipes give it at the run's
-    budget, and name each cell that fails with what went wrong.
-
-    ``studies``: the run's studies as their files define them (before any custom cell is added).
-    """
-    from .cells import cell_options, validate_cell  # torch-free: read the class's constructor from its source
-
-    problems = []
-    for name, custom in custom_cells.items():
-        where = f"custom_cells.{name}"
-        try:
-            cell_options(custom["cell"])  # the module and the class
-        except ValueError as error:
-            problems.append(f"{where}.cell: {error}")
-        else:
-            try:
-                validate_cell(custom["cell"], custom.get("cell_options", {}))
-            except ValueError as error:
-                problems.append(f"{where}.cell_options: {error}")
-        for study_name, entry in custom["studies"].items():
-            at = f"{where}.studies.{study_name}"
-            if study_name not in studies:
-                problems.append(f"{at}: study {study_name!r} is not run (config `studies`: "
-                                f"{', '.join(studies)}); add it to `studies` or remove this entry")
-                continue
-            study = studies[study_name]
-            if name in study["models"]:
-                problems.append(f"{where}: study {study_name!r} already has a model {name!r}; rename the cell")
-            if entry["like"] not in study["models"]:
-                problems.append(f"{at}.like: unknown model {entry['like']!r} (models: {', '.join(study['models'])})")
-            elif "init_from" in study["models"][entry["like"]]:
-                problems.append(f"{at}.like: {entry['like']!r} is finetuned from another model's weights; "
-                                f"name a model trained from scratch")
-            else:
-                problems += _sizing_problems(study, entry, at)
-            for artifact in entry["artifacts"]:
-                if artifact not in study["artifacts"]:
-                    problems.append(f"{at}.artifacts: unknown artifact {artifact!r} "
-                                    f"(artifacts: {', '.join(study['artifacts'])})")
-                elif not study["artifacts"][artifact].get("needs_training", True):
-                    problems.append(f"{at}.artifacts: {artifact!r} trains no cells, so a new cell cannot "
-                                    f"appear in it")
-    if problems:
-        raise ConfigError(f"{source} is invalid:\n  " + "\n  ".join(problems))
-    failed = []
-    for name, custom in custom_cells.items():
-        sizes = dict.fromkeys(pair for study_name, entry in custom["studies"].items()
-                              for pair in trial_layer_sizes(studies[study_name],
-                                                            _model(studies[study_name], custom, entry)))
-        longest = max((length for study_name, entry in custom["studies"].items()
-                       for length in window_lengths(studies[study_name], config, entry)), default=None)
-        problem = next(filter(None, (try_cell(custom["cell"], custom.get("cell_options", {}), *pair, longest)
-                                     for pair in sizes)), None)
-        if problem:
-            failed.append(f"{source}: custom_cells.{name}: {problem}")
-    if failed:
-        raise ConfigError("\n".join(failed) + f"\nEach cell was built small on the CPU and run twice on a window of "
-                          f"{TRIAL_STEPS} steps and batch {TRIAL_BATCH}, the state carried, then on a window as "
-                          f"long as its recipes give it; {CONTRACT}, every number finite.")
-
-
-def window_lengths(study: dict, config: dict | None, entry: dict) -> list[int]:
-    """The longest window (time steps) that training and evaluation give a cell standing in for
-    ``entry["like"]`` in each dataset of the entry's artifacts at the run's budget: the recipe's
-    ``bptt``, or for a variable BPTT its ``seq_len_cap`` (else ``bptt`` + VARIABLE_BPTT_REACH). None
-    known without a run config, for a budget the study lacks, or for a task without BPTT windows."""
-    from . import grid  # grid imports configuration, which imports this module
-
-    if config is None or config["budget"] not in study["budgets"]:
-        return []
-    lengths = []
-    for artifact in entry["artifacts"]:
-        spec = grid.artifact_spec(study, config, artifact)
-        for dataset in spec.get("datasets", []):
-            cell = grid.Cell(study["study"], grid.data_key(study, config, dataset), entry["like"], 100,
-                             spec["seeds"][0], config["budget"], config.get("precision", "fp32"))
-            recipe = grid.resolve_cell(study, config, cell)["recipe"]
-            if "bptt" in recipe:
-                reach = (recipe.get("seq_len_cap") or recipe["bptt"] + VARIABLE_BPTT_REACH) \
-                    if recipe.get("variable_bptt") else recipe["bptt"]
-                lengths.append(max(reach, recipe["bptt"]))
-    return lengths
-
-
-def _sizing_problems(study: dict, entry: dict, at: str) -> list[str]:
-    """A width asked for twice, equal parameters where they cannot be counted, recipe keys the baseline's
-    recipe does not have."""
-    like = study["models"][entry["like"]]
-    asked = [key for key in ("match", "hidden_size", "param_budget") if key in entry]
-    problems = []
-    if len(asked) > 1:
-        problems.append(f"{at}: {' and '.join(asked)} both size the cell; give one of them")
-    elif entry.get("match") == "parameters" and "param_budget" not in like and uncountable(like):
-        problems.append(f"{at}.match: {entry['like']!r} has {uncountable(like)}, which rnnrepro.sizing does not "
-                        f"count, so the cell cannot be sized to its parameters; give match: width, or a "
-                        f"hidden_size or param_budget of its own")
-    from .configuration import recipe_problems
-
-    recipe = study["recipes"][like["recipe"]]
-    unknown = [key for key in entry.get("recipe", {}) if key not in recipe]
-    if unknown:
-        problems.append(f"{at}.recipe: {', '.join(map(repr, unknown))} not in {entry['like']}'s recipe "
-                        f"{like['recipe']!r} (its keys: {', '.join(recipe)})")
-    elif entry.get("recipe"):
-        changed = {**recipe, **like.get("recipe_changes", {}), **entry["recipe"]}
-        problems += [f"{at}.{problem}" for problem in recipe_problems(changed, study["task"])]
-    return problems
 
 
 def trial_layer_sizes(study: dict, model: dict) -> list[tuple[int, int]]:
@@ -393,7 +279,7 @@ def _number(value) -> str:
 def standing(study: dict, name: str, baseline: str | None = None) -> str:
     """In words, how the cell of your own ``name`` stands beside ``baseline`` (default: the model it is
     ``like``): its size against that model's, and the recipe it trains with. The same at every budget
-    (the numbers of one budget: :func:`footing`)."""
+    (the numbers of one budget: rnnrepro.analysis.footing)."""
     added = study["custom_cells"][name]
     like, how, source = added["like"], added["sizing"], added["source"]
     baseline = baseline or like
@@ -418,57 +304,6 @@ def standing(study: dict, name: str, baseline: str | None = None) -> str:
                f"in {like}'s recipe ({recipe}) but " + ", ".join(f"{key} {_number(value)}" for key, value in changes.items())
                + f", as {source} asks")
     return f"{name} is {size}, trained {trained}"
-
-
-def footing(study: dict, artifact: str, metrics_files: list[str]) -> dict[tuple[str, str], str]:
-    """(model, dataset) -> the ``footing`` of each cell of your own in an artifact's tables: how it stands
-    beside the model it is ``like`` at the budget of these runs, in words with their numbers (parameters,
-    the recipe values that differ). Read from the runs' metrics.json and config.json."""
-    from .analysis.run_files import read_metrics, read_run_config
-
-    added = {name: spec for name, spec in study.get("custom_cells", {}).items() if artifact in spec["artifacts"]}
-    if not added:
-        return {}
-    runs: dict[tuple[str, str], tuple[dict, dict]] = {}
-    for path in map(Path, metrics_files):
-        metrics = read_metrics(path)
-        runs.setdefault((metrics["model"], metrics["dataset"]), (metrics, read_run_config(path.parent)))
-    words = {}
-    for name, spec in added.items():
-        like = spec["like"]
-        for (model, dataset), (metrics, config) in runs.items():
-            if model != name:
-                continue
-            text = standing(study, name)
-            if (like, dataset) in runs:
-                theirs, their_config = runs[(like, dataset)]
-                ratio = metrics["params"] / theirs["params"]
-                differ = [f"{key} {_number(value)} ({like}: {_number(their_config['recipe'].get(key))})"
-                          for key, value in config["recipe"].items() if their_config["recipe"].get(key) != value]
-                text += (f"; here {metrics['params']:,} parameters against {like}'s {theirs['params']:,} "
-                         f"({ratio:.2f}x), " + (f"recipe as {like}'s but {', '.join(differ)}" if differ else
-                                                f"the same recipe as {like}"))
-            words[(name, dataset)] = text
-    return words
-
-
-def add_footing(study: dict, artifact: str, metrics_files: list[str], table_files: list[str]) -> None:
-    """Write the ``footing`` column (:func:`footing`) into each table of the artifact that has a ``model``
-    column, where the artifact has cells of your own: their words, empty in the baselines' rows."""
-    import pandas as pd
-
-    words = footing(study, artifact, metrics_files)
-    if not any(name in study["artifacts"][artifact]["models"] for name in study.get("custom_cells", {})):
-        return
-    for path in table_files:
-        table = pd.read_csv(path)
-        if "model" not in table.columns:
-            continue
-        datasets = table["dataset"] if "dataset" in table.columns else pd.Series("", index=table.index)
-        added = study.get("custom_cells", {})
-        table[FOOTING] = [words.get((str(model), str(dataset)), standing(study, str(model)) if model in added else "")
-                          for model, dataset in zip(table["model"], datasets)]
-        table.to_csv(path, index=False)
 
 
 #: the values the studies' claims read, in words for the claims a cell of your own adds

@@ -74,7 +74,8 @@ from .analysis.claims import outputs as claims_outputs
 from .analysis.run_files import config_differences, finite_problems
 from .configuration import (ConfigError, check_budget, check_checkout, load_run_config, load_study, load_yaml,
                             schema_problems)
-from .custom_cells import check_custom_cells, export as export_custom_cells
+from .custom_cell_checks import check_custom_cells
+from .custom_cells import export as export_custom_cells
 from .evaluation.plan import artifact_evaluation_files
 from .runtime import GIT_SHA_ENV
 from .train import progress_file

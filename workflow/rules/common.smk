@@ -15,7 +15,8 @@ from snakemake.settings.types import DeploymentMethod
 from rnnrepro import command_line, grid, precision, records, targets, tuning
 from rnnrepro.artifact_inputs import inputs_list, notebook_inputs, refresh_inputs_list
 from rnnrepro.configuration import ConfigError, budgets, load_run_config, load_study
-from rnnrepro.custom_cells import check_custom_cells, export as export_custom_cells
+from rnnrepro.custom_cell_checks import check_custom_cells
+from rnnrepro.custom_cells import export as export_custom_cells
 from rnnrepro.report import artifact_caption, claims_caption
 from rnnrepro.runtime import DEVICE_ENV
 from rnnrepro.slurm import command_line_executor, slurm_problem

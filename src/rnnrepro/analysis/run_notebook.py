@@ -21,7 +21,7 @@ Every table the notebook writes must have exactly the columns its artifact decla
 a table with other columns is an error naming the table and the difference, so the declaration cannot
 drift from what the notebook writes. Where the artifact has cells of your own (config ``custom_cells``),
 each table with a ``model`` column gets one more, ``footing``, once the notebook has written it: how
-each such cell stands beside its baseline, in words (rnnrepro.custom_cells.add_footing). Every table is
+each such cell stands beside its baseline, in words (rnnrepro.analysis.footing). Every table is
 then written as LaTeX and Markdown beside its CSV (``<name>.tex``, ``<name>.md``:
 rnnrepro.analysis.table_formats), and the three replace an earlier run's together.
 """
@@ -43,7 +43,7 @@ import papermill
 
 from .. import console, layout
 from ..configuration import ConfigError, check_checkout, load_study
-from ..custom_cells import add_footing
+from .footing import add_footing
 from . import failed_notebooks, table_formats
 from .run_files import check_metrics_files, stale_problem
 
