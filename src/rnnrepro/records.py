@@ -65,7 +65,7 @@ import threading
 import time
 from pathlib import Path
 
-from . import console, grid, layout
+from . import console, grid, layout, record_commits
 from .analysis.claims import is_synthetic
 from .artifact_inputs import write_inputs_list
 from .analysis.claims import outputs as claims_outputs
@@ -112,11 +112,21 @@ def pack_run(run_dir: Path, budget: str, records: Path = RECORDS) -> Path:
         raise RuntimeError(f"{run_dir} was trained from a working tree with uncommitted changes (git_sha {sha}): "
                            f"no commit holds the code that made it, so it is not recorded; commit, then train "
                            f"it again (delete its metrics.json, or `records grow` from a clean checkout)")
-    target = record_dir(records, budget) / run_dir.relative_to(results_dir(budget))
+    target = record_of_run(run_dir, budget, records)
     target.mkdir(parents=True, exist_ok=True)
     for source in [run_dir / name for name in RECORDED] + evaluation_outputs(run_dir):
         shutil.copy2(source, target / source.name)
     return target
+
+
+def record_of_run(run_dir: Path, budget: str, records: Path = RECORDS) -> Path:
+    return record_dir(records, budget) / Path(run_dir).relative_to(results_dir(budget))
+
+
+def packed_files(run_dir: Path, budget: str, records: Path = RECORDS) -> list[Path]:
+    """The files :func:`pack_run` writes for ``run_dir``."""
+    target = record_of_run(run_dir, budget, records)
+    return [target / name for name in RECORDED] + [target / p.name for p in evaluation_outputs(Path(run_dir))]
 
 
 def pack_speed(speed_file: Path, budget: str, records: Path = RECORDS) -> Path:
@@ -630,18 +640,25 @@ class Grower:
             return self.total - len(self.todo) + 1, self.todo.pop(0)
 
     def record(self, unit: Unit, records: Path) -> list[Path]:
-        written = [pack_run(Path(cell.run_dir), self.budget, records) for cell in unit.cells]
+        """Pack the unit; returns exactly the files written (listed first as packed and not committed,
+        rnnrepro.record_commits)."""
+        files = [f for cell in unit.cells for f in packed_files(Path(cell.run_dir), self.budget, records)]
         if unit.speed:
-            written.append(pack_speed(Path(unit.speed), self.budget, records))
-        return written
+            files.append(record_dir(records, self.budget) / "speed" / Path(unit.speed).name)
+        if self.args.commit:
+            record_commits.note_packing(self.budget, files)
+        for cell in unit.cells:
+            pack_run(Path(cell.run_dir), self.budget, records)
+        if unit.speed:
+            pack_speed(Path(unit.speed), self.budget, records)
+        return files
 
     def commit(self, unit: Unit, paths: list[Path], summary: str) -> None:
-        with self.lock:
-            subprocess.run(["git", "add", "--", *map(str, paths)], check=True)
-            result = subprocess.run(["git", "commit", "-q", "-m", f"records: {self.budget} {unit.name} ({summary})",
-                                     "--", *map(str, paths)], capture_output=True, text=True)
-            if result.returncode != 0 and "nothing to commit" not in result.stdout + result.stderr:
-                self.say(f"warning: could not commit {unit.name}: {(result.stderr or result.stdout).strip()}")
+        problem = record_commits.commit(paths, f"records: {self.budget} {unit.name} ({summary})")
+        if problem:
+            self.say(f"warning: could not commit {unit.name}: {problem}")
+        else:
+            record_commits.note_committed(self.budget, paths)
 
     def summary(self, unit: Unit) -> str:
         if unit.speed:
@@ -757,23 +774,9 @@ def selected(found: list[Unit], patterns: list[str] | None) -> list[Unit]:
 
 
 def commit_leftovers(budget: str, records: Path, say) -> None:
-    """Commit what an earlier grow packed into ``records/<budget>`` but was stopped (killed, or the
-    session ended) before it could commit, so that no finished unit stays only in the work tree."""
-    tree = Path(records) / budget
-    listed = subprocess.run(["git", "status", "--porcelain", "--untracked-files=all", "--", str(tree)],
-                            capture_output=True, text=True)
-    if listed.returncode != 0 or not listed.stdout.strip():
-        return
-    files = len(listed.stdout.strip().splitlines())
-    subprocess.run(["git", "add", "--", str(tree)], check=True)
-    result = subprocess.run(["git", "commit", "-q", "-m", f"records: {budget}, {files} files packed by an earlier "
-                             "grow that stopped before committing them", "--", str(tree)],
-                            capture_output=True, text=True)
-    if result.returncode == 0:
-        say(f"committed {files} files an earlier grow packed into {tree} but did not commit")
-    else:
-        say(f"warning: could not commit what an earlier grow left in {tree}: "
-            f"{(result.stderr or result.stdout).strip()}")
+    """Commit the files an earlier grow packed into ``records/<budget>`` but was stopped (killed, or the
+    session ended) before it could commit, and only those (rnnrepro.record_commits)."""
+    record_commits.commit_leftovers(budget, Path(records) / budget, say)
 
 
 def uncommitted_changes() -> list[str]:
@@ -832,6 +835,7 @@ def grow(args: argparse.Namespace) -> int:
                            f"{', ...' if len(changed) > 5 else ''}): a record must name the commit that made "
                            f"it. Commit or stash them, or grow from a clean checkout (git worktree add ../grow)")
     if args.commit:
+        record_commits.check_branch()
         commit_leftovers(args.budget, args.records, lambda text: print(f"[rnnrepro] {text}", flush=True))
     pending = [u for u in selected(units(studies, config), args.unit) if u.problems(studies, config, args.records)]
     grower = Grower(args.budget, pending, studies, config, args)
