@@ -451,6 +451,6 @@ def test_records_list_advises_a_damaged_record_in_records_own_terms(tmp_path, mo
     result = run_here(records.main, ["--records", str(tmp_path), "list", "--budget", "cpu", "--study", "pru"])
     assert result.returncode == 0, result.stderr
     line = next(line for line in result.stdout.splitlines() if cell.key in line)
-    assert line.startswith("stale") and "damaged record" in line and "metrics.json is not valid JSON" in line
+    assert line.startswith("damaged") and "damaged record" in line and "metrics.json is not valid JSON" in line
     assert f"git checkout -- {record}" in line and "records grow" in line
     assert "--force" not in result.stdout and "snakemake" not in line

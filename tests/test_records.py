@@ -183,7 +183,7 @@ def test_grow_killed_and_started_again_loses_and_reruns_no_finished_unit(tmp_pat
     listing = subprocess.run([sys.executable, "-m", "rnnrepro.records", "list", "--budget", "cpu", "--study", "nlstm"],
                              cwd=project, capture_output=True, text=True, env={**os.environ,
                                                                                 "PYTHONPATH": str(project / "src")})
-    assert "3 units: 3 recorded, 0 stale, 0 missing" in listing.stdout, listing.stdout + listing.stderr
+    assert "3 units: 3 recorded, 0 stale, 0 damaged, 0 missing" in listing.stdout, listing.stdout + listing.stderr
 
 
 def test_grow_stopped_by_a_signal_says_which_and_stops_its_running_units(capsys):
@@ -333,7 +333,7 @@ def test_unit_patterns_choose_units_and_a_pattern_matching_none_is_refused(tmp_p
     names = [line.split()[1] for line in listed.stdout.strip().splitlines()[:-1]]
     assert names == [f"nlstm/wt2_text8style_autocomplete_w1024/gru_2x600/frac100/seed{s}" for s in (1111, 1112, 1113)] + [
         "lrn/speed"], listed.stdout
-    assert listed.stdout.strip().endswith("4 units: 0 recorded, 0 stale, 4 missing")
+    assert listed.stdout.strip().endswith("4 units: 0 recorded, 0 stale, 0 damaged, 4 missing")
 
     refused = python_in(project, "-m", "rnnrepro.records", "list", "--budget", "cpu", "--study", "nlstm",
                         "--unit", "nlstm/*/gru_2x600/*", "--unit", "pru/*")

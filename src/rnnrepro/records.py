@@ -2,7 +2,7 @@
 and rendered into every table, figure and the claims scorecard on any machine without retraining.
 
     python -m rnnrepro.records grow --budget cpu --minutes 120 --config data_mirror=DIR [--commit]
-    python -m rnnrepro.records list --budget cpu          # recorded, stale and missing units
+    python -m rnnrepro.records list --budget cpu          # recorded, stale, damaged and missing units
     python -m rnnrepro.records render --budget cpu        # records/cpu -> results/cpu/tables, figures, index.html
     python -m rnnrepro.records pack --budget cpu          # results/cpu/runs -> records/cpu/runs
 
@@ -69,7 +69,7 @@ from . import console, grid, layout, record_commits
 from .analysis.claims import is_synthetic
 from .artifact_inputs import write_inputs_list
 from .analysis.claims import outputs as claims_outputs
-from .analysis.run_files import config_differences, finite_problems
+from .analysis.run_files import RESTORED_MANIFEST, DamagedRunFile, config_differences, finite_problems, read_history
 from .configuration import (ConfigError, check_budget, check_checkout, load_run_config, load_study, load_yaml,
                             schema_problems)
 from .custom_cells import check_custom_cells, export as export_custom_cells
@@ -79,7 +79,7 @@ from .train import progress_file
 
 RECORDED = ("config.json", "history.csv", "metrics.json")
 RECORDS = Path("records")
-MANIFEST = ".records.json"
+MANIFEST = RESTORED_MANIFEST  # files a render restored, with their digests
 
 
 def record_dir(records: Path, budget: str) -> Path:
@@ -161,8 +161,13 @@ def pack(budget: str | None = None, records: Path = RECORDS, include_synthetic: 
 # ---------------------------------------------------------------- what is recorded
 
 def _damage(run: Path) -> str | None:
-    """How a record's metrics.json or config.json is unusable (not JSON, not text, off the metrics schema),
-    or None."""
+    """How a record's files are unusable (missing beside the others, a link to nowhere, not JSON, not a
+    CSV table, off the metrics schema), or None."""
+    for name in RECORDED:
+        if (run / name).is_symlink() and not (run / name).exists():
+            return f"{name} is a link to a file that does not exist ({os.readlink(run / name)})"
+        if not (run / name).is_file():
+            return f"{name} is missing"
     for name in ("metrics.json", "config.json"):
         try:
             data = json.loads((run / name).read_text())
@@ -172,14 +177,18 @@ def _damage(run: Path) -> str | None:
             return f"{name} is damaged: {'; '.join(problems[:3])}"
         if not isinstance(data, dict):
             return f"{name} is not a JSON object"
+    try:
+        read_history(run)
+    except DamagedRunFile as e:
+        return str(e).split(": ", 1)[1].split(". ", 1)[0]  # "history.csv is damaged: ...", without the advice
     return None
 
 
 def record_problem(study: dict, config: dict, cell: grid.Cell, records: Path) -> str | None:
-    """Why a cell's record cannot be used (missing, unreadable or stale), or None."""
+    """Why a cell's record cannot be used (missing, damaged or stale), or None. A folder that holds some
+    of a record's files is a damaged record, not a missing one."""
     run = record_dir(records, cell.budget) / Path(cell.run_dir).relative_to(results_dir(cell.budget))
-    missing = [name for name in RECORDED if not (run / name).exists()]
-    if missing:
+    if not any((run / name).exists() or (run / name).is_symlink() for name in RECORDED):
         return f"{cell.key}: not recorded"
     damage = _damage(run)
     if damage:
@@ -855,13 +864,14 @@ def grow(args: argparse.Namespace) -> int:
 def list_units(args: argparse.Namespace) -> int:
     config, studies = _load(args.budget, args.run_config, args.study, custom_file=args.configfile)
     found = selected(units(studies, config), args.unit)
-    counts = {"recorded": 0, "stale": 0, "missing": 0}
+    counts = {"recorded": 0, "stale": 0, "damaged": 0, "missing": 0}
     for unit in found:
         problems = unit.problems(studies, config, args.records)
-        state = "stale" if any("stale" in p or "damaged" in p for p in problems) else (
-            "missing" if problems else "recorded")
+        state = next((s for s in ("damaged", "stale") if any(f"{s} record" in p for p in problems)),
+                     "missing" if problems else "recorded")
         counts[state] += 1
-        print(f"{state:9s} {unit.name}" + (f"  ({problems[0]})" if problems and state == "stale" else ""))
+        shown = next((p for p in problems if f"{state} record" in p), None)
+        print(f"{state:9s} {unit.name}" + (f"  ({shown})" if shown else ""))
     print(f"{len(found)} units: " + ", ".join(f"{n} {state}" for state, n in counts.items()))
     return 0
 
@@ -888,7 +898,7 @@ def main(argv=None) -> int:
                         help="run config whose studies and seeds are used (its budget is replaced)")
     commands = parser.add_subparsers(dest="command", required=True)
     grow_cmd = commands.add_parser("grow", help="train and record the next unrecorded units of a budget")
-    list_cmd = commands.add_parser("list", help="each unit of a budget: recorded, stale or missing")
+    list_cmd = commands.add_parser("list", help="each unit of a budget: recorded, stale, damaged or missing")
     for command in (grow_cmd, list_cmd):
         command.add_argument("--budget", required=True)
         command.add_argument("--study", action="append", help="only this study (repeatable)")

@@ -1,0 +1,87 @@
+"""Damaged, stale or foreign files are named where they are read, with the fix that applies: a record is
+restored from git, a run of this machine is retrained; state files are written whole or not at all."""
+
+import json
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+from rnnrepro import records
+from rnnrepro.analysis.run_files import DamagedRunFile, read_history
+from rnnrepro.configuration import REPO_ROOT
+
+
+@pytest.fixture
+def one_record(tmp_path, monkeypatch):
+    """A copy of one recorded cpu cell of the repository under tmp_path/records, with its study, config
+    and cell: (record folder, study, config, cell)."""
+    monkeypatch.chdir(REPO_ROOT)
+    config, studies = records._load("cpu", Path("config/config.yaml"), ["lru"])
+    unit = next(u for u in records.units(studies, config) if u.cells and not u.evaluations)
+    cell = unit.cells[-1]
+    source = records.record_of(cell, Path("records"))
+    target = records.record_of(cell, tmp_path / "records")
+    shutil.copytree(source, target)
+    assert records.record_problem(studies["lru"], config, cell, tmp_path / "records") is None
+    return target, studies["lru"], config, cell
+
+
+@pytest.mark.parametrize("damage, said", [
+    (lambda run: (run / "history.csv").write_text("epoch,val_loss\ntwo,1.5\n"),
+     "history.csv is damaged: column epoch holds 'two' (row 1), not a number"),
+    (lambda run: (run / "history.csv").unlink(), "history.csv is missing"),
+    (lambda run: ((run / "metrics.json").unlink(), (run / "metrics.json").symlink_to(run / "gone.json")),
+     "metrics.json is a link to a file that does not exist"),
+    (lambda run: (run / "history.csv").write_text(""), "history.csv is damaged (not a CSV table"),
+])
+def test_a_damaged_record_is_damaged_not_recorded_nor_missing(one_record, tmp_path, damage, said):
+    run, study, config, cell = one_record
+    damage(run)
+    problem = records.record_problem(study, config, cell, tmp_path / "records")
+    assert problem is not None and "damaged record" in problem and said in problem, problem
+    assert f"git checkout -- {run}" in problem
+
+
+def test_a_damaged_restored_history_advises_restoring_its_record(tmp_path):
+    """A file `records render` restored is fixed in its record, from git: not by retraining (--force)."""
+    results = tmp_path / "results/cpu"
+    run = results / "runs/lru/ptb_char/gru/frac100/seed1111"
+    run.mkdir(parents=True)
+    (run / "history.csv").write_text("epoch,val_loss\ntwo,1.5\n")
+    with pytest.raises(DamagedRunFile) as found:
+        read_history(run)
+    assert "--force" in str(found.value)  # a run of this machine: retrain it
+    (results / ".records.json").write_text(json.dumps({"runs/lru/ptb_char/gru/frac100/seed1111/history.csv": "x"}))
+    with pytest.raises(DamagedRunFile) as found:
+        read_history(run)
+    message = str(found.value)
+    assert "--force" not in message, message
+    assert "git checkout -- records/cpu/runs/lru/ptb_char/gru/frac100/seed1111/history.csv" in message, message
+    assert "python -m rnnrepro.records render --budget cpu" in message
+
+
+def test_the_scorecards_run_endings_name_a_damaged_history(tmp_path):
+    from rnnrepro.analysis.run_endings import run_ending
+
+    run = tmp_path / "seed1"
+    run.mkdir()
+    (run / "metrics.json").write_text(json.dumps({"model": "m", "dataset": "d", "seed": 1}))
+    (run / "config.json").write_text(json.dumps({"recipe": {"epochs": 3}}))
+    (run / "history.csv").write_text("epoch,val_loss\n1,2.0\ntwo,1.5\n")
+    with pytest.raises(DamagedRunFile, match=f"run folder {run}: history.csv is damaged: column epoch holds 'two'"):
+        run_ending(run)
+
+
+def test_records_list_says_damaged(one_record, tmp_path, capsys, monkeypatch):
+    import argparse
+
+    run, study, config, cell = one_record
+    (run / "history.csv").unlink()
+    args = argparse.Namespace(budget="cpu", run_config=Path("config/config.yaml"), study=["lru"], unit=None,
+                              configfile=None, records=tmp_path / "records")
+    records.list_units(args)
+    out = capsys.readouterr().out
+    assert f"damaged   {cell.key}  ({cell.key}: damaged record" in out, out
+    assert ", 1 damaged, " in out.splitlines()[-1]
