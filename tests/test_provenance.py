@@ -85,3 +85,17 @@ def test_records_list_says_damaged(one_record, tmp_path, capsys, monkeypatch):
     out = capsys.readouterr().out
     assert f"damaged   {cell.key}  ({cell.key}: damaged record" in out, out
     assert ", 1 damaged, " in out.splitlines()[-1]
+
+
+def test_a_truncated_render_manifest_is_named_with_the_fix(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    record = tmp_path / "records/cpu/speed/lrn.json"
+    record.parent.mkdir(parents=True)
+    record.write_text("{}\n")
+    records.restore(tmp_path / "records", "cpu")
+    manifest = tmp_path / "results/cpu/.records.json"
+    assert json.loads(manifest.read_text()) == {"speed/lrn.json": records._digest(record)}
+    assert not list(manifest.parent.glob("*.tmp"))
+    manifest.write_text(manifest.read_text()[:10])
+    with pytest.raises(ValueError, match=r"results/cpu/.records.json is not valid JSON .*Delete it and render again"):
+        records.restore(tmp_path / "records", "cpu")

@@ -71,3 +71,49 @@ def test_a_wrong_run_config_is_named(run_config, said, capsys):
     with pytest.raises(SystemExit) as stopped:
         main(["--run-config", run_config])
     assert stopped.value.code == 2 and said in capsys.readouterr().err
+
+
+@pytest.fixture
+def pru_cpu(monkeypatch):
+    from rnnrepro.configuration import REPO_ROOT, load_study
+
+    monkeypatch.chdir(REPO_ROOT)
+    study = load_study("pru")
+    return study, {"budget": "cpu", "seeds": [1111, 1112, 1113]}
+
+
+def test_a_caption_cannot_put_html_into_the_page(pru_cpu, tmp_path):
+    """Captions quote the study file (and a config's cells of your own): raw HTML there is shown as text,
+    and a javascript: link is no link."""
+    from rnnrepro.results_page import artifact_views
+
+    study, config = pru_cpu
+    study["title"] = 'PRU <script>alert("title")</script>'
+    artifact = next(a for a in study["artifacts"] if study["paper"].get(a))
+    study["artifacts"][artifact]["paper_source"] = ('<img src=x onerror="alert(1)"> [read me](javascript:alert(2)) '
+                                                    '<a href="javascript:alert(3)">x</a>')
+    view = next(v for v in artifact_views({"pru": study}, config, tmp_path, {}) if v.artifact == artifact)
+    assert "<script" not in view.caption and "<img" not in view.caption and "<a href" not in view.caption
+    assert 'href="javascript' not in view.caption, view.caption
+    assert "&lt;script&gt;" in view.caption and "&lt;img src=x" in view.caption
+
+
+def test_an_empty_table_or_figure_stops_the_page_naming_it(pru_cpu, tmp_path):
+    from rnnrepro.results_page import DamagedOutput, artifact_views
+
+    study, config = pru_cpu
+    spec = study["artifacts"]["table1"]
+    table = tmp_path / "tables" / f"{spec['tables'][0]}.csv"
+    table.parent.mkdir()
+    table.write_text("")
+    with pytest.raises(DamagedOutput, match=f"{table} is not a CSV table .*render --budget cpu"):
+        artifact_views({"pru": study}, config, tmp_path, {})
+    table.unlink()
+    figure = tmp_path / "figures" / f"{study['artifacts']['fig1']['figures'][0]}.png"
+    figure.parent.mkdir()
+    figure.write_bytes(b"")
+    with pytest.raises(DamagedOutput, match=rf"{figure} is empty \(0 bytes\)"):
+        artifact_views({"pru": study}, config, tmp_path, {})
+    figure.write_bytes(b"<html>")
+    with pytest.raises(DamagedOutput, match=f"{figure} is not a PNG image"):
+        artifact_views({"pru": study}, config, tmp_path, {})

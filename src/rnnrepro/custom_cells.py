@@ -45,6 +45,7 @@ import traceback
 from pathlib import Path
 
 from .errors import ConfigError
+from .train.files import write_text_atomic
 
 #: environment variable carrying the custom cells from the Snakefile to the jobs it starts (notebooks
 #: and the scorecard call ``load_study``, which adds them): JSON {"source": ..., "cells": ...}
@@ -467,7 +468,7 @@ def add_footing(study: dict, artifact: str, metrics_files: list[str], table_file
         added = study.get("custom_cells", {})
         table[FOOTING] = [words.get((str(model), str(dataset)), standing(study, str(model)) if model in added else "")
                           for model, dataset in zip(table["model"], datasets)]
-        table.to_csv(path, index=False)
+        write_text_atomic(Path(path), table.to_csv(index=False))
 
 
 def _claims(study: dict, name: str, artifact: str, baselines: list[str], better: str, source: str) -> list[dict]:

@@ -76,6 +76,7 @@ from .custom_cells import check_custom_cells, export as export_custom_cells
 from .evaluation.plan import artifact_evaluation_files
 from .runtime import GIT_SHA_ENV
 from .train import progress_file
+from .train.files import write_text_atomic
 
 RECORDED = ("config.json", "history.csv", "metrics.json")
 RECORDS = Path("records")
@@ -328,6 +329,22 @@ def _digest(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
+def read_manifest(path: Path) -> dict:
+    """The files an earlier render restored, with their digests ({} before the first render)."""
+    try:
+        manifest = json.loads(path.read_text())
+    except FileNotFoundError:
+        return {}
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        manifest = f"is not valid JSON ({e})"
+    if isinstance(manifest, dict) and all(isinstance(v, str) for v in manifest.values()):
+        return manifest
+    problem = manifest if isinstance(manifest, str) else "is not an object of file: digest"
+    raise ValueError(f"{path} {problem}: it lists the files earlier renders restored here. Delete it and render "
+                     f"again (a restored file that differs from its record is then named, to move away), or remove "
+                     f"the whole results tree {path.parent} if nothing in it is a run of this machine")
+
+
 def restore(records: Path, budget: str) -> list[Path]:
     """Copy one budget's records into its results tree; returns the metrics files now in place.
 
@@ -342,7 +359,7 @@ def restore(records: Path, budget: str) -> list[Path]:
                                 f"(recorded budgets: {', '.join(known) or 'none'})")
     results = results_dir(budget)
     manifest_file = results / MANIFEST
-    manifest = json.loads(manifest_file.read_text()) if manifest_file.exists() else {}
+    manifest = read_manifest(manifest_file)
     placed = []
     for record in sorted(source.glob("**/*")):
         if not record.is_file():
@@ -362,8 +379,7 @@ def restore(records: Path, budget: str) -> list[Path]:
         manifest[relative] = _digest(target)
         if target.name == "metrics.json":
             placed.append(target)
-    manifest_file.parent.mkdir(parents=True, exist_ok=True)
-    manifest_file.write_text(json.dumps(manifest, indent=1, sort_keys=True) + "\n")
+    write_text_atomic(manifest_file, json.dumps(manifest, indent=1, sort_keys=True) + "\n")
     return placed
 
 

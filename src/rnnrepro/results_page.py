@@ -38,21 +38,20 @@ from pathlib import Path
 
 import jinja2
 import pandas as pd
-from markdown_it import MarkdownIt
 
 from . import console, grid, layout
 from .analysis.claims import (COUNTED, FRAGILE, CAPPED, HELD, INCONCLUSIVE, NOT_HELD, NOT_TESTABLE, NOT_TESTED,
                               STILL_IMPROVING, outputs as claims_outputs, read_scorecard)
 from .analysis.notebook import readable
 from .configuration import load_study
-from .report import artifact_caption_markdown
+from .report import CAPTION_MARKDOWN, artifact_caption_markdown
+from .train.files import write_text_atomic
 
 PAGE = layout.RESULTS_PAGE
 TEMPLATE = "results_page.html.j2"
 VERDICTS = (HELD, NOT_HELD, INCONCLUSIVE, NOT_TESTABLE, NOT_TESTED)
 #: a table longer than this shows its first rows; the CSV beside the page holds them all
 MAX_ROWS = 40
-MARKDOWN = MarkdownIt("commonmark")
 
 
 def page_path(budget: str) -> Path:
@@ -103,8 +102,21 @@ class TableView:
     total: int                    # rows in the CSV
 
 
-def table_view(path: Path, page_dir: Path, max_rows: int = MAX_ROWS) -> TableView:
-    table = pd.read_csv(path)
+class DamagedOutput(ValueError):
+    """A table or figure the page would show cannot be read; the message names it and how to rebuild it."""
+
+
+def _rebuild(path: Path, budget: str, what: str) -> DamagedOutput:
+    return DamagedOutput(f"{path} {what}: the page shows no damaged table or figure. Rebuild it: `python -m "
+                         f"rnnrepro.records render --budget {budget}` where the budget is recorded, else rerun "
+                         f"your snakemake command with the target {path} and --force")
+
+
+def table_view(path: Path, page_dir: Path, max_rows: int = MAX_ROWS, budget: str = "") -> TableView:
+    try:
+        table = pd.read_csv(path)
+    except (pd.errors.EmptyDataError, pd.errors.ParserError, UnicodeDecodeError) as e:
+        raise _rebuild(path, budget, f"is not a CSV table ({str(e).strip().splitlines()[0]})") from None
     columns = column_order([str(c) for c in table.columns])
     rows = [[(number_text(value), isinstance(value, (int, float)) and not isinstance(value, bool)) for value in row]
             for row in table[columns].head(max_rows).itertuples(index=False)]
@@ -112,8 +124,14 @@ def table_view(path: Path, page_dir: Path, max_rows: int = MAX_ROWS) -> TableVie
                      [c for c in columns if c.startswith("paper_")], rows, len(table))
 
 
-def data_uri(png: Path) -> str:
-    return "data:image/png;base64," + base64.b64encode(png.read_bytes()).decode("ascii")
+PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+
+
+def data_uri(png: Path, budget: str = "") -> str:
+    data = png.read_bytes()
+    if not data.startswith(PNG_SIGNATURE):
+        raise _rebuild(png, budget, "is empty (0 bytes)" if not data else "is not a PNG image")
+    return "data:image/png;base64," + base64.b64encode(data).decode("ascii")
 
 
 # ---------------------------------------------------------------- the scorecard
@@ -280,11 +298,11 @@ def artifact_views(studies: dict[str, dict], config: dict, root: Path, states: d
             caption = artifact_caption_markdown(study, config, artifact, project)
             title = caption.splitlines()[0].strip("*")
             view = ArtifactView(name, artifact, f"{name}-{artifact}", title,
-                                MARKDOWN.render("\n".join(caption.splitlines()[2:])))
+                                CAPTION_MARKDOWN.render("\n".join(caption.splitlines()[2:])))
             tables = [root / "tables" / f"{t}.csv" for t in spec["tables"]]
             figures = [root / "figures" / f"{f}.png" for f in spec["figures"]]
-            view.tables = [table_view(t, root) for t in tables if t.is_file()]
-            view.figures = [(f.stem, data_uri(f)) for f in figures if f.is_file()]
+            view.tables = [table_view(t, root, budget=config["budget"]) for t in tables if t.is_file()]
+            view.figures = [(f.stem, data_uri(f, config["budget"])) for f in figures if f.is_file()]
             absent = [p.name for p in tables + figures if not p.is_file()]
             if absent:
                 state = states.get(f"{name}/{artifact}", "")
@@ -329,14 +347,13 @@ def build(run_config: dict, states: dict[str, str] | None = None, now: datetime.
         rows=scorecard_rows(card, studies),
         other_scales=sorted({s for s in card["other_scale"].fillna("").astype(str) if s}),
         scales=study_scales(studies, config, runs, card), machines=machines(root),
-        overview=data_uri(Path(figures[0])) if Path(figures[0]).is_file() else "",
+        overview=data_uri(Path(figures[0]), budget) if Path(figures[0]).is_file() else "",
         studies=[{"id": name, "title": study["title"], "artifacts": [v for v in views if v.study == name],
-                  "effects": data_uri(effect_figures[name]) if effect_figures[name].is_file() else ""}
+                  "effects": data_uri(effect_figures[name], budget) if effect_figures[name].is_file() else ""}
                  for name, study in studies.items()],
         scorecard_href=scorecard.relative_to(root).as_posix())
     path = root / PAGE
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(page, encoding="utf-8")
+    write_text_atomic(path, page)
     return path
 
 
@@ -355,7 +372,7 @@ def main(argv=None) -> int:
         parser.error(f"--run-config lacks {', '.join(missing)}: it needs the budget, its seeds and its studies")
     try:
         path = build(run_config)
-    except FileNotFoundError as error:
+    except (FileNotFoundError, DamagedOutput) as error:
         print(f"[rnnrepro] error: {error}", file=sys.stderr)
         return 1
     print(f"[rnnrepro] the results page: {path}")
