@@ -750,7 +750,8 @@ def test_a_cell_another_live_process_trains_is_refused_and_left_alone(tmp_path):
     from rnnrepro.train import progress_file
     from rnnrepro.train.loop import run_cell
 
-    other = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    # a stand-in trainer: its command line names the package, as `python -m rnnrepro.train` does
+    other = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)", "rnnrepro.train"])
     try:
         record = {"state": "running", "cell": "c", "pid": other.pid, "host": platform.node(),
                   "started_at": "2026-01-01T00:00:00+00:00", "updated_at": progress_file.now_iso()}
@@ -769,6 +770,21 @@ def test_a_cell_another_live_process_trains_is_refused_and_left_alone(tmp_path):
         other.wait()
     progress_file.write(tmp_path, record)
     assert progress_file.another_trainer(tmp_path) is None
+
+
+def test_a_progress_file_naming_an_unrelated_live_process_is_no_trainer(tmp_path):
+    """A trainer killed outright leaves progress.json saying running; its pid may since belong to another
+    program. That program trains nothing: the cell may resume, not "another process is training it"."""
+    from rnnrepro.train import progress_file
+
+    unrelated = subprocess.Popen(["sleep", "60"])
+    try:
+        progress_file.write(tmp_path, {"state": "running", "cell": "c", "pid": unrelated.pid, "host": platform.node(),
+                                       "started_at": "2026-01-01T00:00:00+00:00", "updated_at": progress_file.now_iso()})
+        assert progress_file.another_trainer(tmp_path) is None
+    finally:
+        unrelated.kill()
+        unrelated.wait()
 
 
 def test_a_raised_epoch_cap_goes_on_from_the_checkpoint_bit_for_bit(reference_run, corpus_dir, tmp_path):
