@@ -117,6 +117,16 @@ def load_yaml(path: Path) -> Any:
         raise ConfigError(f"{path}: file not found") from None
 
 
+def load_config_file(path: Path) -> dict:
+    """A config file: a YAML mapping of keys (an empty file, a list or a single value is named)."""
+    data = load_yaml(path)
+    if not isinstance(data, dict):
+        what = "empty" if data is None else f"a {type(data).__name__}, not keys and values"
+        raise ConfigError(f"{path}: the config file is {what}: a config file holds keys at its top level, "
+                          f"e.g. `custom_cells:` (docs/custom_cells.md) or `budget: cpu`")
+    return data
+
+
 def yaml_text(text: str, path: Path | str) -> Any:
     """The YAML document ``text`` read from the file ``path`` (named in a syntax error)."""
     try:

@@ -70,8 +70,8 @@ from .analysis.claims import is_synthetic
 from .artifact_inputs import write_inputs_list
 from .analysis.claims import outputs as claims_outputs
 from .analysis.run_files import RESTORED_MANIFEST, DamagedRunFile, config_differences, finite_problems, read_history
-from .configuration import (ConfigError, check_budget, check_checkout, load_run_config, load_study, load_yaml,
-                            schema_problems)
+from .configuration import (ConfigError, check_budget, check_checkout, load_config_file, load_run_config, load_study,
+                            load_yaml, schema_problems)
 from .custom_cells import check_custom_cells, export as export_custom_cells
 from .evaluation.plan import artifact_evaluation_files
 from .runtime import GIT_SHA_ENV
@@ -306,7 +306,7 @@ def _load(budget: str, config_file: Path, study_names: list[str] | None = None,
     ``custom_file`` adds (exported, so the notebooks run here see them too)."""
     check_budget(budget)
     source = " merged with ".join(map(str, filter(None, [config_file, custom_file])))
-    config = load_run_config({**load_yaml(config_file), **(load_yaml(custom_file) if custom_file else {}),
+    config = load_run_config({**load_config_file(config_file), **(load_config_file(custom_file) if custom_file else {}),
                               **(settings or {}), "budget": budget}, source=source, command_line=settings)
     names = study_names or config["studies"]
     unknown = [n for n in names if n not in config["studies"]]
