@@ -266,6 +266,25 @@ def test_gpu_out_of_memory_names_the_cell_and_the_jobs_per_gpu(corpus_dir, tmp_p
     assert "This cell alone does not fit the GPU" in err and "fewer jobs" not in err
 
 
+def test_cpu_out_of_memory_names_the_cell_its_size_and_what_to_lower(corpus_dir, tmp_path, monkeypatch, capsys):
+    """torch's CPU allocator raises a RuntimeError of its own, not OutOfMemoryError: the same one line,
+    with the cell's size and what to lower, instead of a raw traceback."""
+    from rnnrepro.train import __main__ as cli
+
+    def runs_out(run_dir, cfg, device):
+        raise RuntimeError("[enforce fail at alloc_cpu.cpp:117] data. DefaultCPUAllocator: can't allocate memory: "
+                           "you tried to allocate 80000000000 bytes. Error code 12 (Cannot allocate memory)")
+    monkeypatch.setitem(cli.TRAINERS, "lm", runs_out)
+    cfg = smoke_config(corpus_dir, "lstm_m1000")
+    assert cli.main(["--run-dir", str(tmp_path / "oom"), "--config", json.dumps(cfg), "--device", "cpu",
+                     "--threads", "1"]) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "Traceback" not in err, err
+    assert f"cell {tmp_path / 'oom'} (model lstm_m1000 of study pru): the machine ran out of memory" in err
+    assert f"hidden_size {cfg['architecture']['hidden_size']}" in err
+    assert f"batch_size {cfg['recipe']['batch_size']}" in err and "lower the recipe's batch_size or bptt" in err
+
+
 def test_finetune_starts_from_parent(reference_run, corpus_dir, short_train_file, tmp_path):
     parent_dir, _ = reference_run
     cfg = smoke_config(corpus_dir, "awd_pru_g4_k2_m1400_ft", train_file=short_train_file, epochs=2)
