@@ -285,6 +285,21 @@ def test_cpu_out_of_memory_names_the_cell_its_size_and_what_to_lower(corpus_dir,
     assert f"batch_size {cfg['recipe']['batch_size']}" in err and "lower the recipe's batch_size or bptt" in err
 
 
+def test_an_empty_split_names_the_split_its_file_and_the_key(corpus_dir, tmp_path):
+    import shutil
+
+    data = tmp_path / "data"
+    shutil.copytree(corpus_dir, data)
+    (data / "valid.txt").write_text("")
+    cfg = smoke_config(data.parent, "lstm_m1000")
+    cfg["data"] = {"dir": str(data), "train_file": str(data / "train.txt")}
+    code, err = train_here(tmp_path / "run", cfg)
+    assert code == 1
+    key = "eval_batch_size" if cfg["recipe"]["eval_batch_size"] >= cfg["recipe"]["test_batch_size"] else "test_batch_size"
+    assert (f"the valid split {data / 'valid.txt'} is empty: too few for the recipe's {key} {cfg['recipe'][key]}"
+            in err), err
+
+
 def test_finetune_starts_from_parent(reference_run, corpus_dir, short_train_file, tmp_path):
     parent_dir, _ = reference_run
     cfg = smoke_config(corpus_dir, "awd_pru_g4_k2_m1400_ft", train_file=short_train_file, epochs=2)
