@@ -99,3 +99,25 @@ def test_a_truncated_render_manifest_is_named_with_the_fix(tmp_path, monkeypatch
     manifest.write_text(manifest.read_text()[:10])
     with pytest.raises(ValueError, match=r"results/cpu/.records.json is not valid JSON .*Delete it and render again"):
         records.restore(tmp_path / "records", "cpu")
+
+
+def test_ctrl_c_during_a_render_says_one_line(tmp_path):
+    """What is torn down after Ctrl-C (the kernels' client threads) prints nothing after the one line."""
+    import subprocess
+    import sys
+
+    script = ("import os, signal, sys, threading, time\n"
+              "from rnnrepro import records\n"
+              "signal.signal(signal.SIGINT, records.stop_quietly)\n"
+              "try:\n"
+              "    os.kill(os.getpid(), signal.SIGINT)\n"
+              "    time.sleep(5)\n"
+              "finally:\n"
+              "    threading.Thread(target=lambda: 1 / 0).start()  # a client thread failing as it is torn down\n"
+              "    time.sleep(0.5)\n")
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120,
+                            env={**os.environ, "PYTHONPATH": str(REPO_ROOT / "src")})
+    assert result.returncode != 0
+    assert result.stderr.splitlines() == [
+        "[rnnrepro] stopped by Ctrl-C: the notebooks already running end first (seconds), no other starts; this "
+        "render is incomplete (what it wrote stays): render again"], result.stderr

@@ -483,6 +483,17 @@ def _run_notebook(notebook: Path, executed: Path, parameters: dict) -> tuple[str
     return state, time.monotonic() - started
 
 
+def stop_quietly(signum, frame) -> None:
+    """Ctrl-C during a render: one line, then the kernels and workers shut down without a word (their
+    clients' threads would print dozens of lines of tracebacks as they are torn down)."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C does not cut the shutdown short
+    print("[rnnrepro] stopped by Ctrl-C: the notebooks already running end first (seconds), no other starts; "
+          "this render is incomplete (what it wrote stays): render again", file=sys.stderr, flush=True)
+    os.dup2(os.open(os.devnull, os.O_WRONLY), 2)
+    sys.stderr = open(os.devnull, "w")
+    raise KeyboardInterrupt
+
+
 def say_rendered(budget: str, item: Rendering) -> None:
     """One line per artifact as its render ends: ``[rnnrepro] <budget> <study>/<artifact>: <state>``."""
     timing = f" in {item.seconds:.1f} s" if item.state == "rendered" else ""
@@ -513,11 +524,21 @@ def render(budget: str, records: Path = RECORDS, config_file: Path = Path("confi
     # spawned, so that no worker inherits the kernel this process holds for the scorecard
     with ProcessPoolExecutor(max_workers=max(1, min(jobs, len(runnable))), initializer=_start_worker_kernel,
                              mp_context=multiprocessing.get_context("spawn")) as pool:
-        running = {pool.submit(_run_notebook, item.notebook, item.executed, item.parameters): item for item in runnable}
-        for future in as_completed(running):
-            item = running[future]
-            item.state, item.seconds = future.result()
-            say_rendered(budget, item)
+        # the workers start with Ctrl-C ignored (inherited): the main process handles it (stop_quietly)
+        handler = signal.signal(signal.SIGINT, signal.SIG_IGN)
+        try:
+            running = {pool.submit(_run_notebook, item.notebook, item.executed, item.parameters): item
+                       for item in runnable}
+        finally:
+            signal.signal(signal.SIGINT, handler)
+        try:
+            for future in as_completed(running):
+                item = running[future]
+                item.state, item.seconds = future.result()
+                say_rendered(budget, item)
+        except KeyboardInterrupt:
+            pool.shutdown(wait=False, cancel_futures=True)  # the notebooks not started never start
+            raise
     tables = [t for item in runnable if item.state == "rendered" for t in item.tables]
     unrendered = {}
     for item in plan:
@@ -972,6 +993,7 @@ def main(argv=None) -> int:
             return 0
         from .analysis.run_notebook import shared_kernel
 
+        signal.signal(signal.SIGINT, stop_quietly)
         failed = False
         budgets = list(scales_first(args.budget, args.run_config))
         if args.configfile:  # the scorecards' kernel sees the cells of your own only if exported before it starts
