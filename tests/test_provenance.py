@@ -121,3 +121,30 @@ def test_ctrl_c_during_a_render_says_one_line(tmp_path):
     assert result.stderr.splitlines() == [
         "[rnnrepro] stopped by Ctrl-C: the notebooks already running end first (seconds), no other starts; this "
         "render is incomplete (what it wrote stays): render again"], result.stderr
+
+
+def test_pack_never_pairs_a_new_model_with_an_earlier_evaluation(tmp_path, monkeypatch):
+    from rnnrepro import grid
+
+    monkeypatch.chdir(tmp_path)
+    run = Path(grid.runs_dir("cpu")) / "lrn/ptb/lrn_ft/frac10/seed1111"
+    run.mkdir(parents=True)
+    for name in records.RECORDED:
+        (run / name).write_text("{}\n")
+    (run / "metrics.json").write_text(json.dumps({"git_sha": "0123abc", "finished_at": "2026-11-25T00:19:11+00:00"}))
+    (run / "dynamic_eval.json").write_text(json.dumps({"finished_at": "2026-11-25T00:20:51+00:00"}))
+    (run / "entropy.json").write_text(json.dumps({"finished_at": "2026-11-25T00:21:00+00:00"}))
+    record = records.pack_run(run, "cpu", tmp_path / "records")
+    assert (record / "entropy.json").exists()
+    # retrained: a new metrics.json beside the evaluation of the earlier model
+    (run / "metrics.json").write_text(json.dumps({"git_sha": "4567def", "finished_at": "2026-11-26T09:00:00+00:00"}))
+    with pytest.raises(RuntimeError, match=r"dynamic_eval.json \(finished 2026-11-25T00:20:51\+00:00\) was made "
+                                           r"before the cell's metrics.json \(finished 2026-11-26T09:00:00"):
+        records.pack_run(run, "cpu", tmp_path / "records")
+    assert json.loads((record / "metrics.json").read_text())["git_sha"] == "0123abc"  # the record as it was
+    # evaluated again, without the entropy: the record keeps no evaluation of the earlier model
+    (run / "dynamic_eval.json").write_text(json.dumps({"finished_at": "2026-11-26T09:05:00+00:00"}))
+    (run / "entropy.json").unlink()
+    records.pack_run(run, "cpu", tmp_path / "records")
+    assert sorted(p.name for p in record.iterdir()) == ["config.json", "dynamic_eval.json", "history.csv",
+                                                        "metrics.json"]

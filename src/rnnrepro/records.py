@@ -113,11 +113,34 @@ def pack_run(run_dir: Path, budget: str, records: Path = RECORDS) -> Path:
         raise RuntimeError(f"{run_dir} was trained from a working tree with uncommitted changes (git_sha {sha}): "
                            f"no commit holds the code that made it, so it is not recorded; commit, then train "
                            f"it again (delete its metrics.json, or `records grow` from a clean checkout)")
+    check_pairing(run_dir)
     target = record_of_run(run_dir, budget, records)
     target.mkdir(parents=True, exist_ok=True)
-    for source in [run_dir / name for name in RECORDED] + evaluation_outputs(run_dir):
+    sources = [run_dir / name for name in RECORDED] + evaluation_outputs(run_dir)
+    for source in sources:
         shutil.copy2(source, target / source.name)
+    for earlier in evaluation_outputs(target):  # an earlier model's evaluation, which this run has not
+        if earlier.name not in {source.name for source in sources}:
+            earlier.unlink()
     return target
+
+
+def check_pairing(run_dir: Path) -> None:
+    """Refuse a run folder whose evaluation output was made before its metrics.json (``finished_at``):
+    it evaluated an earlier model of the cell, and a record pairing the two would show that model's
+    numbers beside this one's."""
+    finished = str(json.loads((run_dir / "metrics.json").read_text()).get("finished_at", ""))
+    for path in evaluation_outputs(run_dir):
+        try:
+            made = str(json.loads(path.read_text()).get("finished_at", ""))
+        except (json.JSONDecodeError, UnicodeDecodeError, AttributeError):
+            raise RuntimeError(f"{path} is not a JSON object: delete it and rerun the cell's target, so that its "
+                               f"evaluation runs again, then record it") from None
+        if made and finished and made < finished:
+            raise RuntimeError(f"{path} (finished {made}) was made before the cell's metrics.json (finished "
+                               f"{finished}): it evaluated an earlier model of the cell, so the two are not "
+                               f"recorded together. Delete it and rerun the cell's target (the evaluation runs "
+                               f"on this model), then record it")
 
 
 def record_of_run(run_dir: Path, budget: str, records: Path = RECORDS) -> Path:
