@@ -363,6 +363,18 @@ def _check_datasets(study: dict) -> list[str]:
             for key, dataset in named if dataset not in known]
 
 
+def _listed_twice(key: str, artifact: dict) -> list[str]:
+    """A model, dataset or fraction listed twice in an artifact's grid: its cells would count twice (twice
+    the samples, a narrower interval), so it is an error, not something to drop silently."""
+    problems = []
+    for part in ("models", "datasets", "fractions"):
+        listed = artifact.get(part) or []
+        twice = sorted({str(x) for x in listed if listed.count(x) > 1})
+        if twice:
+            problems.append(f"{key}.{part}: {', '.join(twice)} listed twice (each cell counts once: remove the copy)")
+    return problems
+
+
 def _check_references(study: dict, source: str) -> None:
     models, recipes = study["models"], study["recipes"]
     problems = _check_datasets(study)
@@ -376,6 +388,7 @@ def _check_references(study: dict, source: str) -> None:
         for model in artifact["models"]:
             if model not in models:
                 problems.append(f"artifacts.{name}.models: unknown model {model!r}")
+        problems += _listed_twice(f"artifacts.{name}", artifact)
     for recipe in study.get("dataset_recipes", {}):
         if recipe not in recipes:
             problems.append(f"dataset_recipes.{recipe}: unknown recipe")
@@ -387,6 +400,7 @@ def _check_references(study: dict, source: str) -> None:
             if name not in study["artifacts"]:
                 problems.append(f"budgets.{budget_name}.omit: {name!r} is not an artifact of this study")
         for name, smaller in budget.get("artifacts", {}).items():
+            problems += _listed_twice(f"budgets.{budget_name}.artifacts.{name}", smaller)
             if name not in study["artifacts"]:
                 problems.append(f"budgets.{budget_name}.artifacts.{name}: unknown artifact")
                 continue
