@@ -148,3 +148,15 @@ def test_pack_never_pairs_a_new_model_with_an_earlier_evaluation(tmp_path, monke
     records.pack_run(run, "cpu", tmp_path / "records")
     assert sorted(p.name for p in record.iterdir()) == ["config.json", "dynamic_eval.json", "history.csv",
                                                         "metrics.json"]
+
+
+def test_a_record_from_a_commit_not_in_the_history_is_stale(one_record, tmp_path):
+    from rnnrepro import record_commits
+
+    run, study, config, cell = one_record
+    metrics = json.loads((run / "metrics.json").read_text())
+    assert record_commits.in_history(metrics["git_sha"])
+    (run / "metrics.json").write_text(json.dumps({**metrics, "git_sha": "0" * 40}))
+    problem = records.record_problem(study, config, cell, tmp_path / "records")
+    assert problem is not None and "stale record" in problem, problem
+    assert f"trained from commit {'0' * 40}, which is not in this repository's history" in problem

@@ -15,6 +15,7 @@ checkout, so ``--commit`` refuses to start there.
 
 from __future__ import annotations
 
+import functools
 import json
 import subprocess
 import threading
@@ -65,6 +66,24 @@ def note_committed(budget: str, paths: list[Path]) -> None:
     with _LOCK:
         done = {str(p) for p in paths}
         _write(budget, [p for p in _read(budget) if p not in done])
+
+
+@functools.lru_cache(maxsize=1)
+def _history_is_whole() -> bool:
+    """Whether this is a git repository with its whole history (not a shallow clone, not a copy)."""
+    shallow = subprocess.run(["git", "rev-parse", "--is-shallow-repository"], capture_output=True, text=True)
+    return shallow.returncode == 0 and shallow.stdout.strip() == "false"
+
+
+@functools.lru_cache(maxsize=None)
+def in_history(sha: str) -> bool:
+    """Whether commit ``sha`` (a ``-dirty`` suffix aside) is in this repository. True where that cannot be
+    told: outside a git repository (a copy of the files) or in a shallow clone, which lacks old commits."""
+    if not _history_is_whole():
+        return True
+    found = subprocess.run(["git", "cat-file", "-e", f"{sha.removesuffix('-dirty')}^{{commit}}"],
+                           capture_output=True, text=True)
+    return found.returncode == 0
 
 
 def check_branch() -> None:

@@ -218,6 +218,11 @@ def record_problem(study: dict, config: dict, cell: grid.Cell, records: Path) ->
     if damage:
         return (f"{cell.key}: damaged record ({run}: {damage}; restore it from git, `git checkout -- {run}`, or "
                 f"delete the folder and `records grow` trains the cell again)")
+    sha = str(json.loads((run / "metrics.json").read_text()).get("git_sha", ""))
+    if sha and not record_commits.in_history(sha):
+        return (f"{cell.key}: stale record ({run}: trained from commit {sha}, which is not in this repository's "
+                f"history, so the code that made it cannot be checked out; fetch that commit, or delete the "
+                f"folder and `records grow` trains the cell again)")
     recorded = json.loads((run / "config.json").read_text())
     changed = config_differences(recorded, grid.resolve_cell(study, config, cell))
     if changed:
