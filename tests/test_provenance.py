@@ -160,3 +160,37 @@ def test_a_record_from_a_commit_not_in_the_history_is_stale(one_record, tmp_path
     problem = records.record_problem(study, config, cell, tmp_path / "records")
     assert problem is not None and "stale record" in problem, problem
     assert f"trained from commit {'0' * 40}, which is not in this repository's history" in problem
+
+
+def test_a_restored_file_whose_record_is_gone_is_removed(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    run = tmp_path / "records/cpu/runs/lrn/ptb/lrn/frac10/seed1111"
+    run.mkdir(parents=True)
+    for name in ("metrics.json", "dynamic_eval.json"):
+        (run / name).write_text("{}\n")
+    records.restore(tmp_path / "records", "cpu")
+    restored = tmp_path / "results/cpu/runs/lrn/ptb/lrn/frac10/seed1111"
+    assert (restored / "dynamic_eval.json").exists()
+    (run / "dynamic_eval.json").unlink()
+    records.restore(tmp_path / "records", "cpu")
+    assert sorted(p.name for p in restored.iterdir()) == ["metrics.json"]
+    assert list(json.loads((tmp_path / "results/cpu/.records.json").read_text())) == [
+        "runs/lrn/ptb/lrn/frac10/seed1111/metrics.json"]
+
+
+def test_an_artifact_not_rendered_now_shows_no_earlier_table_or_figure(tmp_path, monkeypatch):
+    from rnnrepro.configuration import load_study
+
+    monkeypatch.chdir(REPO_ROOT)
+    studies = {"lru": load_study("lru")}
+    monkeypatch.chdir(tmp_path)
+    tables, figures, _ = records._outputs(studies["lru"], "lru", "accuracy", "cpu")
+    kept = records._outputs(studies["lru"], "lru", "convergence", "cpu")[0]
+    for path in map(Path, tables + figures + kept):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text("made from earlier records")
+    plan = [records.Rendering("lru/accuracy", state="not rendered: 1 of its 21 records are missing"),
+            records.Rendering("lru/convergence", state="rendered")]
+    records.remove_earlier_outputs("cpu", studies, plan)
+    assert not any(Path(p).exists() for p in tables + figures)
+    assert all(Path(p).exists() for p in kept)

@@ -407,6 +407,17 @@ def restore(records: Path, budget: str) -> list[Path]:
         manifest[relative] = _digest(target)
         if target.name == "metrics.json":
             placed.append(target)
+    # a file an earlier render restored whose record is gone (deleted to retrain it, or dropped by a newer
+    # pack) goes too, unless it changed since: a run folder never mixes one record's files with another's
+    for relative, digest in sorted(manifest.items()):
+        target = results / relative
+        if not (source / relative).exists():
+            if target.is_file() and _digest(target) == digest:
+                target.unlink()
+                if not any(target.parent.iterdir()):
+                    target.parent.rmdir()
+            if not target.exists():
+                del manifest[relative]
     write_text_atomic(manifest_file, json.dumps(manifest, indent=1, sort_keys=True) + "\n")
     return placed
 
@@ -476,6 +487,7 @@ def render_plan(budget: str, config: dict, studies: dict, records: Path) -> list
     return plan
 
 
+WEIGHTS_NEEDED = "not rendered: it needs the cells' weights"
 _WORKER_KERNEL = None  # a render worker's kernel, shared by the notebooks the worker runs
 
 
@@ -504,8 +516,8 @@ def _run_notebook(notebook: Path, executed: Path, parameters: dict) -> tuple[str
         state = "rendered"
     except RuntimeError as error:
         if "model.pt" in str(error) or f"{grid.PROCESSED}/" in str(error):
-            state = ("not rendered: it needs the cells' weights (model.pt) or the prepared corpus "
-                     f"({grid.PROCESSED}/), which records do not keep")
+            state = (f"{WEIGHTS_NEEDED} (model.pt) or the prepared corpus ({grid.PROCESSED}/), which records do "
+                     f"not keep")
         else:
             state = f"failed: {error}"
     return state, time.monotonic() - started
@@ -568,6 +580,7 @@ def render(budget: str, records: Path = RECORDS, config_file: Path = Path("confi
             pool.shutdown(wait=False, cancel_futures=True)  # the notebooks not started never start
             raise
     tables = [t for item in runnable if item.state == "rendered" for t in item.tables]
+    remove_earlier_outputs(budget, studies, plan)
     unrendered = {}
     for item in plan:
         if item.state.startswith("not rendered: "):
@@ -597,6 +610,23 @@ def render(budget: str, records: Path = RECORDS, config_file: Path = Path("confi
           f"and the scorecard ({root}/tables/claims.csv) are in {root}/; read them on the results page: {page}",
           flush=True)
     return {**{item.key: item.state for item in plan}, "claims": claims.state}
+
+
+def remove_earlier_outputs(budget: str, studies: dict, plan: list[Rendering]) -> None:
+    """Remove the tables and figures an earlier render (or run) left of the artifacts not rendered now:
+    the page and the scorecard then say why each is missing, instead of showing what older records made
+    as current."""
+    for item in plan:
+        if item.state == "rendered" or item.state.startswith(("not in the ", WEIGHTS_NEEDED)):
+            continue  # (what needs weights is never rendered from records: a run of this machine made it)
+        name, artifact = item.key.split("/", 1)
+        tables, figures, _ = _outputs(studies[name], name, artifact, budget)
+        gone = [path for path in map(Path, tables + figures) if path.exists() or path.is_symlink()]
+        for path in gone:
+            path.unlink()
+        if gone:
+            print(f"[rnnrepro] {budget}: removed the earlier {', '.join(p.name for p in gone)} of {item.key}, "
+                  f"not rendered now", flush=True)
 
 
 def render_summary(plan: list[Rendering]) -> str:
