@@ -194,3 +194,18 @@ def test_an_artifact_not_rendered_now_shows_no_earlier_table_or_figure(tmp_path,
     records.remove_earlier_outputs("cpu", studies, plan)
     assert not any(Path(p).exists() for p in tables + figures)
     assert all(Path(p).exists() for p in kept)
+
+
+def test_status_calls_a_finished_cell_with_another_config_stale_not_done(one_record, tmp_path):
+    from rnnrepro import grid, status
+
+    run, study, config, cell = one_record
+    root = tmp_path / "tree"
+    shutil.copytree(run, root / cell.run_dir)
+    dataset = grid.dataset_for(study, config, cell.corpus)
+    assert status.cell_status(root, cell, dataset, study=study).state == "done"
+    recorded = json.loads((root / cell.run_dir / "config.json").read_text())
+    recorded["recipe"]["lr"] = recorded["recipe"]["lr"] * 2
+    (root / cell.run_dir / "config.json").write_text(json.dumps(recorded))
+    row = status.cell_status(root, cell, dataset, study=study)
+    assert row.state == "stale" and "recipe.lr" in row.note, row
