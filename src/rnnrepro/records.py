@@ -41,9 +41,11 @@ directly rather than Snakemake: records have no data and no weights, and Snakema
 download, preprocess and retrain what a record's inputs lack. An artifact is rendered when every cell of
 its grid at that budget is recorded and current, with every evaluation output and speed result it reads;
 otherwise the scorecard gives the reason. Artifacts that need a cell's weights (``model.pt``) cannot be
-rendered from records. Files an earlier render restored are listed in ``<results tree>/.records.json`` so
-the next render refreshes them; a file that differs from its record and was not restored by a render (a
-run of this machine) is never overwritten.
+rendered from records. Files an earlier render restored are listed in ``<results tree>/.records.json`` (written
+atomically) so the next render refreshes them, and removes those whose record is gone; a file that differs
+from its record and was not restored by a render (a run of this machine) is never overwritten. The tables and
+figures of an artifact not rendered now (its records missing, damaged or stale, or its notebook failed) are
+removed, so that the results page says why they are missing rather than show what older records made.
 """
 
 from __future__ import annotations
