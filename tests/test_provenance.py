@@ -209,3 +209,12 @@ def test_status_calls_a_finished_cell_with_another_config_stale_not_done(one_rec
     (root / cell.run_dir / "config.json").write_text(json.dumps(recorded))
     row = status.cell_status(root, cell, dataset, study=study)
     assert row.state == "stale" and "recipe.lr" in row.note, row
+
+
+def test_a_file_copied_in_from_another_cells_record_is_named(one_record, tmp_path):
+    run, study, config, cell = one_record
+    metrics = json.loads((run / "metrics.json").read_text())
+    (run / "metrics.json").write_text(json.dumps({**metrics, "seed": metrics["seed"] + 1}))
+    problem = records.record_problem(study, config, cell, tmp_path / "records")
+    assert problem is not None and "damaged record" in problem, problem
+    assert f"made by the cell of seed {metrics['seed'] + 1}, not this folder's" in problem

@@ -220,7 +220,13 @@ def record_problem(study: dict, config: dict, cell: grid.Cell, records: Path) ->
     if damage:
         return (f"{cell.key}: damaged record ({run}: {damage}; restore it from git, `git checkout -- {run}`, or "
                 f"delete the folder and `records grow` trains the cell again)")
-    sha = str(json.loads((run / "metrics.json").read_text()).get("git_sha", ""))
+    metrics = json.loads((run / "metrics.json").read_text())
+    for path in [run / "metrics.json"] + evaluation_outputs(run):
+        if foreign := other_cell(json.loads(path.read_text()) if path.name != "metrics.json" else metrics, cell):
+            return (f"{cell.key}: damaged record ({path}: {foreign}, not this folder's; a file copied in from "
+                    f"another record: restore it from git, `git checkout -- {run}`, or delete the folder and "
+                    f"`records grow` trains the cell again)")
+    sha = str(metrics.get("git_sha", ""))
     if sha and not record_commits.in_history(sha):
         return (f"{cell.key}: stale record ({run}: trained from commit {sha}, which is not in this repository's "
                 f"history, so the code that made it cannot be checked out; fetch that commit, or delete the "
@@ -230,6 +236,16 @@ def record_problem(study: dict, config: dict, cell: grid.Cell, records: Path) ->
     if changed:
         return f"{cell.key}: stale record (the study file changed: {'; '.join(changed[:3])})"
     return None
+
+
+def other_cell(made: dict, cell: grid.Cell) -> str | None:
+    """Which other cell a record's file (metrics or an evaluation's output) says it belongs to, or None."""
+    if not isinstance(made, dict):
+        return "not a JSON object"
+    own = {"study": cell.study, "corpus": cell.corpus, "model": cell.model, "fraction": cell.fraction,
+           "seed": cell.seed, "budget": cell.budget}
+    differ = [f"{key} {made[key]!r}" for key, value in own.items() if key in made and made[key] != value]
+    return f"made by the cell of {', '.join(differ)}" if differ else None
 
 
 @dataclasses.dataclass
