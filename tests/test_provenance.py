@@ -218,3 +218,13 @@ def test_a_file_copied_in_from_another_cells_record_is_named(one_record, tmp_pat
     problem = records.record_problem(study, config, cell, tmp_path / "records")
     assert problem is not None and "damaged record" in problem, problem
     assert f"made by the cell of seed {metrics['seed'] + 1}, not this folder's" in problem
+
+
+def test_a_metrics_file_of_another_run_than_its_history_is_damaged(one_record, tmp_path):
+    """A metrics.json rolled back to an earlier run of the cell (or a history.csv of another run)."""
+    run, study, config, cell = one_record
+    metrics = json.loads((run / "metrics.json").read_text())
+    (run / "metrics.json").write_text(json.dumps({**metrics, "epochs": metrics["epochs"] - 1}))
+    problem = records.record_problem(study, config, cell, tmp_path / "records")
+    assert problem is not None and "damaged record" in problem, problem
+    assert f"history.csv ends at epoch {metrics['epochs']}: the two are of different runs" in problem

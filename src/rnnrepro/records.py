@@ -192,6 +192,8 @@ def _damage(run: Path) -> str | None:
     for name in RECORDED:
         if (run / name).is_symlink() and not (run / name).exists():
             return f"{name} is a link to a file that does not exist ({os.readlink(run / name)})"
+        if (run / name).is_dir():
+            return f"{name} is a folder, not a file"
         if not (run / name).is_file():
             return f"{name} is missing"
     for name in ("metrics.json", "config.json"):
@@ -204,9 +206,13 @@ def _damage(run: Path) -> str | None:
         if not isinstance(data, dict):
             return f"{name} is not a JSON object"
     try:
-        read_history(run)
+        history = read_history(run)
     except DamagedRunFile as e:
         return str(e).split(": ", 1)[1].split(". ", 1)[0]  # "history.csv is damaged: ...", without the advice
+    epochs, last = json.loads((run / "metrics.json").read_text()).get("epochs"), history["epoch"].max()
+    if isinstance(epochs, (int, float)) and epochs != last:
+        return (f"metrics.json says {epochs:g} epochs but history.csv ends at epoch {last:g}: the two are of "
+                f"different runs (one rolled back or copied in)")
     return None
 
 
