@@ -164,18 +164,17 @@ def test_a_record_from_a_commit_not_in_the_history_is_stale(one_record, tmp_path
 
 def test_a_restored_file_whose_record_is_gone_is_removed(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    run = tmp_path / "records/cpu/runs/lrn/ptb/lrn/frac10/seed1111"
-    run.mkdir(parents=True)
-    for name in ("metrics.json", "dynamic_eval.json"):
-        (run / name).write_text("{}\n")
+    cell = "runs/lrn/ptb/lrn_ft/frac10/seed1111"
+    run = tmp_path / "records/cpu" / cell
+    shutil.copytree(REPO_ROOT / "records/cpu" / cell, run)
     records.restore(tmp_path / "records", "cpu")
-    restored = tmp_path / "results/cpu/runs/lrn/ptb/lrn/frac10/seed1111"
+    restored = tmp_path / "results/cpu" / cell
     assert (restored / "dynamic_eval.json").exists()
     (run / "dynamic_eval.json").unlink()
     records.restore(tmp_path / "records", "cpu")
-    assert sorted(p.name for p in restored.iterdir()) == ["metrics.json"]
-    assert list(json.loads((tmp_path / "results/cpu/.records.json").read_text())) == [
-        "runs/lrn/ptb/lrn/frac10/seed1111/metrics.json"]
+    assert sorted(p.name for p in restored.iterdir()) == ["config.json", "history.csv", "metrics.json"]
+    assert sorted(json.loads((tmp_path / "results/cpu/.records.json").read_text())) == [
+        f"{cell}/{name}" for name in ("config.json", "history.csv", "metrics.json")]
 
 
 def test_an_artifact_not_rendered_now_shows_no_earlier_table_or_figure(tmp_path, monkeypatch):
@@ -228,3 +227,18 @@ def test_a_metrics_file_of_another_run_than_its_history_is_damaged(one_record, t
     problem = records.record_problem(study, config, cell, tmp_path / "records")
     assert problem is not None and "damaged record" in problem, problem
     assert f"history.csv ends at epoch {metrics['epochs']}: the two are of different runs" in problem
+
+
+def test_a_damaged_record_is_not_restored(tmp_path, monkeypatch):
+    """Its artifacts are not rendered (the render names the damage), and nothing else reads it: the
+    scorecard's run endings read the results tree, which keeps no copy of it."""
+    monkeypatch.chdir(tmp_path)
+    source = REPO_ROOT / "records/cpu/runs/lru/warpeace/lstm_24m/frac10/seed1112"
+    run = tmp_path / "records/cpu/runs/lru/warpeace/lstm_24m/frac10/seed1112"
+    shutil.copytree(source, run)
+    records.restore(tmp_path / "records", "cpu")
+    restored = tmp_path / "results/cpu/runs/lru/warpeace/lstm_24m/frac10/seed1112"
+    assert (restored / "history.csv").exists()
+    (run / "history.csv").write_text("epoch,val_loss\ntwo,1.5\n")
+    records.restore(tmp_path / "records", "cpu")
+    assert not restored.exists()

@@ -140,5 +140,6 @@ def commit_leftovers(budget: str, tree: Path, say) -> None:
         if problem:
             say(f"warning: could not commit the {len(files)} files an earlier grow packed: {problem}")
             return
-        say(f"committed {len(files)} files an earlier grow packed into {tree} but did not commit")
+        say(f"committed {len(files)} file{'s' if len(files) != 1 else ''} an earlier grow packed into {tree} but "
+            f"did not commit")
     note_committed(budget, listed)

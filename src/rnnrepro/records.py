@@ -413,8 +413,11 @@ def restore(records: Path, budget: str) -> list[Path]:
     manifest_file = results / MANIFEST
     manifest = read_manifest(manifest_file)
     placed = []
+    # a damaged record is not restored (render names it; its notebooks and the scorecard never read it)
+    damaged = {folder for folder in {p.parent for name in RECORDED for p in source.glob(f"runs*/**/{name}")}
+               if _damage(folder)}
     for record in sorted(source.glob("**/*")):
-        if not record.is_file():
+        if not record.is_file() or record.parent in damaged:
             continue
         relative = str(record.relative_to(source))
         target = results / relative
@@ -435,7 +438,7 @@ def restore(records: Path, budget: str) -> list[Path]:
     # pack) goes too, unless it changed since: a run folder never mixes one record's files with another's
     for relative, digest in sorted(manifest.items()):
         target = results / relative
-        if not (source / relative).exists():
+        if not (source / relative).exists() or (source / relative).parent in damaged:
             if target.is_file() and _digest(target) == digest:
                 target.unlink()
                 if not any(target.parent.iterdir()):
@@ -664,7 +667,7 @@ def render_summary(plan: list[Rendering]) -> str:
     if weights:
         parts.append(f"{len(weights)} need weights or data that records do not keep ({', '.join(weights)})")
     if missing:
-        parts.append(f"{len(missing)} lack records or have stale ones ({', '.join(missing)})")
+        parts.append(f"{len(missing)} lack records or have stale or damaged ones ({', '.join(missing)})")
     if omitted:
         parts.append(f"{len(omitted)} not in this budget ({', '.join(omitted)})")
     parts.append(f"{len(failed)} failed" + (f" ({', '.join(failed)})" if failed else ""))
