@@ -148,6 +148,11 @@ def test_pack_never_pairs_a_new_model_with_an_earlier_evaluation(tmp_path, monke
     records.pack_run(run, "cpu", tmp_path / "records")
     assert sorted(p.name for p in record.iterdir()) == ["config.json", "dynamic_eval.json", "history.csv",
                                                         "metrics.json"]
+    # an evaluation made from uncommitted code is refused, as a training run is
+    (run / "dynamic_eval.json").write_text(json.dumps({"finished_at": "2026-11-26T09:05:00+00:00",
+                                                       "git_sha": "4567def-dirty"}))
+    with pytest.raises(RuntimeError, match=r"dynamic_eval.json was made from a working tree with uncommitted"):
+        records.pack_run(run, "cpu", tmp_path / "records")
 
 
 def test_a_record_from_a_commit_not_in_the_history_is_stale(one_record, tmp_path):

@@ -134,10 +134,15 @@ def check_pairing(run_dir: Path) -> None:
     finished = str(json.loads((run_dir / "metrics.json").read_text()).get("finished_at", ""))
     for path in evaluation_outputs(run_dir):
         try:
-            made = str(json.loads(path.read_text()).get("finished_at", ""))
+            output = json.loads(path.read_text())
+            made, sha = str(output.get("finished_at", "")), str(output.get("git_sha", ""))
         except (json.JSONDecodeError, UnicodeDecodeError, AttributeError):
             raise RuntimeError(f"{path} is not a JSON object: delete it and rerun the cell's target, so that its "
                                f"evaluation runs again, then record it") from None
+        if sha.endswith("-dirty"):
+            raise RuntimeError(f"{path} was made from a working tree with uncommitted changes (git_sha {sha}): no "
+                               f"commit holds the code that made it, so it is not recorded; commit, then delete it "
+                               f"and rerun the cell's target (the evaluation runs again)")
         if made and finished and made < finished:
             raise RuntimeError(f"{path} (finished {made}) was made before the cell's metrics.json (finished "
                                f"{finished}): it evaluated an earlier model of the cell, so the two are not "
