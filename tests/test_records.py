@@ -263,7 +263,8 @@ def test_records_packed_but_not_committed_are_committed_by_the_next_grow(tmp_pat
     unit = tmp_path / "records/cpu/runs/nlstm/c/cell/frac100/seed1111"
     unit.mkdir(parents=True)
     packed = [Path("records/cpu/runs/nlstm/c/cell/frac100/seed1111") / n for n in ("metrics.json", "history.csv")]
-    record_commits.note_packing("cpu", packed)
+    record_commits.note_packing("cpu", packed + [Path("README.md")])  # a path outside the records: never
+    (tmp_path / "README.md").write_text("changed by hand\n")
     for path in packed:
         path.write_text("{}\n")
     said = []
@@ -278,6 +279,7 @@ def test_records_packed_but_not_committed_are_committed_by_the_next_grow(tmp_pat
         " D records/cpu/runs/nlstm/c/old/frac100/seed1111/history.csv",
         " D records/cpu/runs/nlstm/c/old/frac100/seed1111/metrics.json",
         " M records/cpu/runs/nlstm/c/other/frac100/seed1111/history.csv",
+        "?? README.md",
         "?? records/cpu/notes.txt"]
     assert not record_commits.journal("cpu").exists()
 

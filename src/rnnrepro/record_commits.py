@@ -133,7 +133,8 @@ def commit_leftovers(budget: str, tree: Path, say) -> None:
     """Commit the files an earlier grow packed but was stopped before committing, so that no finished
     unit stays only in the working tree: only those it listed, only where they still exist."""
     listed = [Path(p) for p in _read(budget)]
-    files = changed(listed)
+    inside = Path(tree).resolve()
+    files = changed([p for p in listed if p.resolve().is_relative_to(inside)])  # records of this budget only
     if files:
         problem = commit(files, f"records: {budget}, {len(files)} files packed by an earlier grow that stopped "
                                 f"before committing them")

@@ -392,6 +392,8 @@ def read_manifest(path: Path) -> dict:
         manifest = json.loads(path.read_text())
     except FileNotFoundError:
         return {}
+    except IsADirectoryError:
+        manifest = "is a folder"
     except (json.JSONDecodeError, UnicodeDecodeError) as e:
         manifest = f"is not valid JSON ({e})"
     if isinstance(manifest, dict) and all(isinstance(v, str) for v in manifest.values()):
