@@ -247,3 +247,24 @@ def test_a_damaged_record_is_not_restored(tmp_path, monkeypatch):
     (run / "history.csv").write_text("epoch,val_loss\ntwo,1.5\n")
     records.restore(tmp_path / "records", "cpu")
     assert not restored.exists()
+
+
+def test_a_rolled_back_metrics_file_or_evaluation_makes_the_record_damaged(tmp_path, monkeypatch):
+    """git checkout of an earlier commit's metrics.json (or dynamic_eval.json) of a record: its numbers are
+    of another run than the rest of the record."""
+    monkeypatch.chdir(REPO_ROOT)
+    config, studies = records._load("cpu", Path("config/config.yaml"), ["lrn"])
+    cell = next(c for u in records.units(studies, config) for c in u.cells if (
+        records.record_of(c, Path("records")) / "dynamic_eval.json").exists())
+    run = records.record_of(cell, tmp_path / "records")
+    shutil.copytree(records.record_of(cell, Path("records")), run)
+    assert records.record_problem(studies["lrn"], config, cell, tmp_path / "records") is None
+    metrics = json.loads((run / "metrics.json").read_text())
+    (run / "metrics.json").write_text(json.dumps({**metrics, "best_val_loss_during_training": 5.9}))
+    problem = records.record_problem(studies["lrn"], config, cell, tmp_path / "records")
+    assert "damaged record" in problem and "best_val_loss_during_training 5.9 is not history.csv's lowest" in problem
+    (run / "metrics.json").write_text(json.dumps(metrics))
+    evaluation = json.loads((run / "dynamic_eval.json").read_text())
+    (run / "dynamic_eval.json").write_text(json.dumps({**evaluation, "finished_at": "2026-01-01T00:00:00+00:00"}))
+    problem = records.record_problem(studies["lrn"], config, cell, tmp_path / "records")
+    assert "damaged record" in problem and "dynamic_eval.json (finished 2026-01-01" in problem, problem

@@ -214,10 +214,24 @@ def _damage(run: Path) -> str | None:
         history = read_history(run)
     except DamagedRunFile as e:
         return str(e).split(": ", 1)[1].split(". ", 1)[0]  # "history.csv is damaged: ...", without the advice
-    epochs, last = json.loads((run / "metrics.json").read_text()).get("epochs"), history["epoch"].max()
+    metrics = json.loads((run / "metrics.json").read_text())
+    epochs, last = metrics.get("epochs"), history["epoch"].max()
     if isinstance(epochs, (int, float)) and epochs != last:
         return (f"metrics.json says {epochs:g} epochs but history.csv ends at epoch {last:g}: the two are of "
                 f"different runs (one rolled back or copied in)")
+    best, lowest = metrics.get("best_val_loss_during_training"), history["val_loss"].min()
+    if isinstance(best, (int, float)) and abs(best - lowest) > 1e-9 * abs(lowest):
+        return (f"metrics.json's best_val_loss_during_training {best:.6g} is not history.csv's lowest val_loss "
+                f"{lowest:.6g}: the two are of different runs (one rolled back or copied in)")
+    finished = str(metrics.get("finished_at", ""))
+    for path in evaluation_outputs(run):
+        try:
+            made = str(json.loads(path.read_text()).get("finished_at", ""))
+        except (json.JSONDecodeError, UnicodeDecodeError, AttributeError):
+            return f"{path.name} is not a JSON object"
+        if made and finished and made < finished:
+            return (f"{path.name} (finished {made}) was made before metrics.json (finished {finished}): it "
+                    f"evaluated an earlier model of the cell")
     return None
 
 
