@@ -26,13 +26,14 @@ grid, sizing, training, notebooks, the scorecard, the report) treats the new mod
 :func:`check_custom_cells` checks what the schema cannot (studies, models, artifacts, the cell's
 module, class and options) and names the config file and key. Then :func:`try_cell` builds each cell
 small on the CPU, at the layer sizes its models stack, and runs it on a tiny window, once more from the
-state it returned, and then on a window as long as training and evaluation give it (the recipe's BPTT
-length at the run's budget), then on one in evaluation mode (``layer.eval()``): a constructor that raises, outputs of the wrong shape, a state that cannot
-be carried into the next window, an error that only a longer window or evaluation mode brings out, NaN or infinite
-outputs, states or gradients stop the dry run, not the first training job. Only that trial imports
-torch, and only when the config has cells of its own. When a cell of your own fails in training all
-the same, :func:`where_it_failed` finds the line of its module the error came from, so that the
-trainer's one-line error names the cell and its file.
+state it returned, then on a window as long as training and evaluation give it (the recipe's BPTT
+length at the run's budget), then on one in evaluation mode (``layer.eval()``): a constructor that
+raises, outputs of the wrong shape, a state that cannot be carried into the next window, an error that
+only a longer window or evaluation mode brings out, NaN or infinite outputs, states or gradients stop the
+dry run, not the first training job. Importing the cell's module runs its code there (docs/custom_cells.md).
+Only that trial imports torch, and only when the config has cells of its own. When a cell of your own
+fails in training all the same, :func:`where_it_failed` finds the line of its module the error came
+from, so that the trainer's one-line error names the cell and its file.
 """
 
 from __future__ import annotations
