@@ -23,7 +23,7 @@ some of them): a training cell with the cells it is finetuned from and every eva
 budget's artifacts read from it, or one study's speed benchmark. It skips recorded units, prepares the data of the rest (one Snakemake run),
 then ``--jobs`` workers each run one unit at a time through Snakemake (disjoint targets, so side by
 side with ``--nolock``) and pack it into ``records/`` the moment it finishes (with ``--commit``, one git
-commit per unit). No unit starts after the deadline (``--minutes``); at the deadline, or when ``grow``
+commit per unit, of exactly the files packed: rnnrepro.record_commits). No unit starts after the deadline (``--minutes``); at the deadline, or when ``grow``
 itself gets SIGTERM or Ctrl-C, running units get SIGTERM: training writes its resume checkpoint, a later
 ``grow`` on this machine resumes it, on another machine it starts afresh. Killing ``grow`` at any point
 (even with SIGKILL) loses no recorded unit.
