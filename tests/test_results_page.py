@@ -1,6 +1,8 @@
 """The results page's pieces on hand-written values: numbers as a table publishes them, the columns a
 person reads, the verdicts' classes and counts (rnnrepro.results_page, rnnrepro.analysis.notebook)."""
 
+import copy
+
 import pandas as pd
 import pytest
 
@@ -78,7 +80,7 @@ def pru_cpu(monkeypatch):
     from rnnrepro.configuration import REPO_ROOT, load_study
 
     monkeypatch.chdir(REPO_ROOT)
-    study = load_study("pru")
+    study = copy.deepcopy(load_study("pru"))  # changed by the tests: never the loaded one
     return study, {"budget": "cpu", "seeds": [1111, 1112, 1113]}
 
 
