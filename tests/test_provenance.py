@@ -268,3 +268,27 @@ def test_a_rolled_back_metrics_file_or_evaluation_makes_the_record_damaged(tmp_p
     (run / "dynamic_eval.json").write_text(json.dumps({**evaluation, "finished_at": "2026-01-01T00:00:00+00:00"}))
     problem = records.record_problem(studies["lrn"], config, cell, tmp_path / "records")
     assert "damaged record" in problem and "dynamic_eval.json (finished 2026-01-01" in problem, problem
+
+
+def test_grow_counts_a_unit_pack_refuses_as_failed_and_goes_on(tmp_path, monkeypatch, capsys):
+    import argparse
+
+    from rnnrepro import grid
+
+    monkeypatch.chdir(tmp_path)
+    cell = grid.Cell("lrn", "ptb", "lrn", 10, 1111, "cpu")
+    run = Path(cell.run_dir)
+    run.mkdir(parents=True)
+    for name in records.RECORDED:
+        (run / name).write_text("{}\n")
+    (run / "metrics.json").write_text(json.dumps({"git_sha": "0123abc-dirty"}))
+    grower = records.Grower("cpu", [], {}, {}, argparse.Namespace(minutes=60, threads=1, config=[], commit=False,
+                                                                   records=tmp_path / "records", jobs=1))
+    grower.todo = [records.Unit(cell.key, "lrn", [cell], [], [])]
+    grower.total = 1
+    monkeypatch.setattr(records.progress_file, "another_trainer", lambda run_dir: None)
+    grower.log_dir.mkdir(parents=True)
+    monkeypatch.setattr(records.subprocess, "Popen", lambda *a, **k: type("Done", (), {"wait": lambda self: 0})())
+    grower.work()
+    assert grower.failed == [cell.key] and grower.done == []
+    assert f"failed: {cell.key} trained but is not recorded: " in capsys.readouterr().out

@@ -738,7 +738,12 @@ class Grower:
                     self.failed.append(unit.name)
                     self.say(f"failed (exit {code}): {unit.name}; see {log}{why_it_failed(log)}")
                 continue
-            written = self.record(unit, self.args.records)
+            try:
+                written = self.record(unit, self.args.records)
+            except (RuntimeError, FileNotFoundError) as error:  # a run pack refuses (uncommitted code, ...)
+                self.failed.append(unit.name)
+                self.say(f"failed: {unit.name} trained but is not recorded: {error}")
+                continue
             summary = self.summary(unit)
             if self.args.commit:
                 self.commit(unit, written, summary)
