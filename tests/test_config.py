@@ -139,7 +139,7 @@ def test_resolved_cell_follows_recipe_dataset_and_budget(run_config, pru):
 
 def test_budget_head_sizes_or_replaces_the_mixture_of_softmaxes(run_config):
     lrn = load_study("lrn")
-    cell = grid.Cell("lrn", "ptb", "lstm", 10, 1111, "cpu")
+    cell = grid.Cell("lrn", "ptb", "lstm", 100, 1111, "cpu")  # the whole split: a cell the cpu budget does not tune
     paper = grid.resolve_cell(lrn, run_config, grid.Cell("lrn", "ptb", "lstm", 100, 1111, "paper"))["architecture"]
     assert paper["head"] == {"type": "mixture_of_softmaxes", "experts": 15, "latent_dropout": 0.29}
     assert paper["last_hidden_size"] == 620

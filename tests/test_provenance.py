@@ -13,19 +13,35 @@ from rnnrepro.analysis.run_files import DamagedRunFile, read_history
 from rnnrepro.configuration import REPO_ROOT
 
 
+def current_record(tmp_path: Path):
+    """A copy of one recorded cpu cell of the repository under tmp_path/records whose cell the study file
+    resolves now, its config.json made what the study gives now (the test is about everything else):
+    (record folder, study, config, cell)."""
+    from rnnrepro import grid
+    from rnnrepro.tuning import TuningPending
+
+    for name in ("lru", "pru"):
+        config, studies = records._load("cpu", Path("config/config.yaml"), [name])
+        for cell in (c for unit in records.units(studies, config) for c in unit.cells):
+            source = records.record_of(cell, Path("records"))
+            if not (source / "metrics.json").exists():
+                continue
+            try:
+                resolved = grid.resolve_cell(studies[name], config, cell)
+            except TuningPending:
+                continue
+            target = records.record_of(cell, tmp_path / "records")
+            shutil.copytree(source, target)
+            (target / "config.json").write_text(json.dumps(resolved, indent=2) + "\n")
+            assert records.record_problem(studies[name], config, cell, tmp_path / "records") is None
+            return target, studies[name], config, cell
+    pytest.fail("no recorded cpu cell of lru or pru that the study files resolve now")
+
+
 @pytest.fixture
 def one_record(tmp_path, monkeypatch):
-    """A copy of one recorded cpu cell of the repository under tmp_path/records, with its study, config
-    and cell: (record folder, study, config, cell)."""
     monkeypatch.chdir(REPO_ROOT)
-    config, studies = records._load("cpu", Path("config/config.yaml"), ["lru"])
-    unit = next(u for u in records.units(studies, config) if u.cells and not u.evaluations)
-    cell = unit.cells[-1]
-    source = records.record_of(cell, Path("records"))
-    target = records.record_of(cell, tmp_path / "records")
-    shutil.copytree(source, target)
-    assert records.record_problem(studies["lru"], config, cell, tmp_path / "records") is None
-    return target, studies["lru"], config, cell
+    return current_record(tmp_path)
 
 
 @pytest.mark.parametrize("damage, said", [
@@ -249,24 +265,18 @@ def test_a_damaged_record_is_not_restored(tmp_path, monkeypatch):
     assert not restored.exists()
 
 
-def test_a_rolled_back_metrics_file_or_evaluation_makes_the_record_damaged(tmp_path, monkeypatch):
+def test_a_rolled_back_metrics_file_or_evaluation_makes_the_record_damaged(one_record, tmp_path):
     """git checkout of an earlier commit's metrics.json (or dynamic_eval.json) of a record: its numbers are
     of another run than the rest of the record."""
-    monkeypatch.chdir(REPO_ROOT)
-    config, studies = records._load("cpu", Path("config/config.yaml"), ["lrn"])
-    cell = next(c for u in records.units(studies, config) for c in u.cells if (
-        records.record_of(c, Path("records")) / "dynamic_eval.json").exists())
-    run = records.record_of(cell, tmp_path / "records")
-    shutil.copytree(records.record_of(cell, Path("records")), run)
-    assert records.record_problem(studies["lrn"], config, cell, tmp_path / "records") is None
+    run, study, config, cell = one_record
     metrics = json.loads((run / "metrics.json").read_text())
-    (run / "metrics.json").write_text(json.dumps({**metrics, "best_val_loss_during_training": 5.9}))
-    problem = records.record_problem(studies["lrn"], config, cell, tmp_path / "records")
-    assert "damaged record" in problem and "best_val_loss_during_training 5.9 is not history.csv's lowest" in problem
+    assert "best_val_loss_during_training" in metrics
+    (run / "metrics.json").write_text(json.dumps({**metrics, "best_val_loss_during_training": 9.5}))
+    problem = records.record_problem(study, config, cell, tmp_path / "records")
+    assert "damaged record" in problem and "best_val_loss_during_training 9.5 is not history.csv's lowest" in problem
     (run / "metrics.json").write_text(json.dumps(metrics))
-    evaluation = json.loads((run / "dynamic_eval.json").read_text())
-    (run / "dynamic_eval.json").write_text(json.dumps({**evaluation, "finished_at": "2026-01-01T00:00:00+00:00"}))
-    problem = records.record_problem(studies["lrn"], config, cell, tmp_path / "records")
+    (run / "dynamic_eval.json").write_text(json.dumps({"finished_at": "2026-01-01T00:00:00+00:00"}))
+    problem = records.record_problem(study, config, cell, tmp_path / "records")
     assert "damaged record" in problem and "dynamic_eval.json (finished 2026-01-01" in problem, problem
 
 

@@ -214,16 +214,16 @@ def test_grow_workers_take_each_unit_once_with_its_own_position():
     import argparse
     import threading
 
-    from rnnrepro.records import Grower
+    from rnnrepro.records import Grower, Unit
 
-    units = [f"unit{i}" for i in range(40)]
+    units = [Unit(f"unit{i}", "pru", [], [], []) for i in range(40)]
     grower = Grower("cpu", units, {}, {}, argparse.Namespace(minutes=60, threads=1, config=[]))
     taken, start = [], threading.Barrier(4)
 
     def worker():
         start.wait()
         while (got := grower.next_unit()) is not None:
-            taken.append(got)
+            taken.append((got[0], got[1].name))
 
     threads = [threading.Thread(target=worker) for _ in range(4)]
     for thread in threads:

@@ -23,7 +23,7 @@ import yaml
 from conftest import copy_project, snakemake
 from headless_browser import MISSING, HeadlessChromium, chromium_executable
 
-from rnnrepro.analysis import lru
+from rnnrepro.analysis import lru, table_formats
 from rnnrepro.analysis.claims import HELD, NOT_HELD, NOT_TESTED, declared_columns
 from rnnrepro.analysis.claims import outputs as claims_outputs
 from rnnrepro.analysis.notebook import readable
@@ -64,6 +64,14 @@ def test_smoke_tables_have_the_columns_their_study_declares(smoke_project):
         for table, (artifact, columns) in declared_columns(load_study(study)).items():
             written = pd.read_csv(smoke_project / f"results/smoke/tables/{table}.csv", nrows=0).columns
             assert sorted(written) == sorted(columns), (study, artifact, table)
+
+
+def test_every_smoke_table_is_also_written_as_latex_and_markdown(smoke_project):
+    tables = sorted((smoke_project / "results/smoke/tables").glob("*.csv"))
+    assert "claims.csv" in [path.name for path in tables]
+    for path in tables:
+        assert path.with_suffix(".tex").read_text() == table_formats.texts(path)[".tex"], path.name
+        assert path.with_suffix(".md").read_text() == table_formats.texts(path)[".md"], path.name
 
 
 def test_second_run_has_nothing_to_do(smoke_project):

@@ -23,6 +23,7 @@ from typing import Any
 import jsonschema
 import yaml
 
+from . import tuning
 from .custom_cells import add_custom_cells, from_environment
 from .errors import ConfigError
 
@@ -309,7 +310,7 @@ def load_study(study: str, root: Path | None = None, custom_cells: dict | None =
     if any(study in custom["studies"] for custom in custom_cells.values()):
         data = add_custom_cells(data, custom_cells, custom_source)
         _check_references(data, f"{path} with the cells of {custom_source}")
-    return data
+    return tuning.add_variants(data)
 
 
 @functools.lru_cache(maxsize=32)
@@ -375,6 +376,23 @@ def _listed_twice(key: str, artifact: dict) -> list[str]:
     return problems
 
 
+def _tuning_seed_problems(study: dict) -> list[str]:
+    """The tuning artifact's seeds (rnnrepro.tuning) must be seeds no verdict reads: none of the seeds of
+    any other artifact under the same budget."""
+    if tuning.ARTIFACT not in study["artifacts"]:
+        return []
+    problems = []
+    for name, budget in study["budgets"].items():
+        def seeds(artifact: str) -> set:
+            cut = budget.get("artifacts", {}).get(artifact, {})
+            return set(cut.get("seeds", study["artifacts"][artifact].get("seeds", budget.get("seeds", []))))
+        shared = seeds(tuning.ARTIFACT) & set().union(*(seeds(a) for a in study["artifacts"] if a != tuning.ARTIFACT))
+        if shared:
+            problems.append(f"budgets.{name}: the tuning seeds {sorted(shared)} are also seeds of the compared "
+                            f"cells; give the tuning artifact seeds of its own (artifacts.{tuning.ARTIFACT}.seeds)")
+    return problems
+
+
 def _check_references(study: dict, source: str) -> None:
     models, recipes = study["models"], study["recipes"]
     problems = _check_datasets(study)
@@ -410,6 +428,7 @@ def _check_references(study: dict, source: str) -> None:
                 if extra:
                     problems.append(f"budgets.{budget_name}.artifacts.{name}.{key}: {sorted(extra)} not in "
                                     f"artifacts.{name}.{key} (a budget can only leave cells out)")
+    problems += _tuning_seed_problems(study)
     for artifact, datasets in study["paper"].items():
         if artifact not in study["artifacts"]:
             problems.append(f"paper.{artifact}: unknown artifact")

@@ -47,6 +47,7 @@ from pathlib import Path
 
 from .errors import ConfigError
 from .train.files import write_text_atomic
+from .tuning import ARTIFACT as TUNING
 
 #: environment variable carrying the custom cells from the Snakefile to the jobs it starts (notebooks
 #: and the scorecard call ``load_study``, which adds them): JSON {"source": ..., "cells": ...}
@@ -551,4 +552,16 @@ def add_custom_cells(study: dict, custom_cells: dict, source: str) -> dict:
                     cut["models"].append(name)
             study.setdefault("claims", []).extend(
                 _claims(study, name, artifact, baselines, entry.get("better", "lower"), source))
+        _tune_like_its_baseline(study, name, entry["like"])
     return study
+
+
+def _tune_like_its_baseline(study: dict, name: str, baseline: str) -> None:
+    """A cell of your own is tuned wherever its baseline is (rnnrepro.tuning: the same learning-rate grid,
+    seed and epochs), so that it is compared at its own best rate against the baselines at theirs."""
+    spec = study["artifacts"].get(TUNING)
+    if spec is None:
+        return
+    for cut in [spec] + [budget.get("artifacts", {}).get(TUNING, {}) for budget in study["budgets"].values()]:
+        if baseline in cut.get("models", []) and name not in cut["models"]:
+            cut["models"].append(name)

@@ -28,11 +28,13 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+import json
+import math
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import precision
-from . import layout
+from . import layout, precision, tuning
+from .cell_identity import config_differences
 from .configuration import ConfigError, budgets, merged
 from .data.registry import DATASETS
 
@@ -131,11 +133,14 @@ def artifact_spec(study: dict, config: dict, artifact: str) -> dict:
     its seeds (the artifact's own, else the budget's, else the run config's)."""
     budget = budget_of(study, config)
     spec = {**study["artifacts"][artifact], **budget.get("artifacts", {}).get(artifact, {})}
-    return {**spec, "seeds": spec.get("seeds", budget.get("seeds", config["seeds"]))}
+    seeds = spec["seeds"] if "seeds" in spec else budget["seeds"] if "seeds" in budget else config["seeds"]
+    return {**spec, "seeds": seeds}
 
 
 def artifact_cells(study: dict, config: dict, artifact: str) -> list[Cell]:
     """The training cells an artifact's notebook reads (none when it needs no training)."""
+    if artifact == tuning.ARTIFACT:
+        return variant_cells(study, config)
     spec = artifact_spec(study, config, artifact)
     if not spec.get("needs_training", True):
         return []
@@ -248,6 +253,7 @@ def resolve_cell(study: dict, config: dict, cell: Cell) -> dict:
         budget.get("recipe", {}),
         budget.get("recipes", {}).get(recipe_name, {}),
     )
+    tuned = tuning_of(study, config, cell, model, recipe)
     parent = parent_cell(study, cell)
     arch = architecture(study, config, cell.model, corpus, dataset)
     problem = precision.config_problem(arch["cell"], config["precision"], config["device"])
@@ -268,4 +274,107 @@ def resolve_cell(study: dict, config: dict, cell: Cell) -> dict:
         "recipe_name": recipe_name,
         "recipe": recipe,
         "init_from": f"{parent.run_dir}/model.pt" if parent else None,
+        **({"tuning": tuned} if tuned else {}),
     }
+
+
+def tuning_of(study: dict, config: dict, cell: Cell, model: dict, recipe: dict) -> dict | None:
+    """A tuning variant's or a tuned cell's learning rate, set in ``recipe`` (changed in place), and what
+    the cell's config says of it (rnnrepro.tuning); None for a cell this budget does not tune."""
+    if "tuning_of" in model:
+        settings = tuned_settings(study, config) or study["artifacts"][tuning.ARTIFACT]
+        recipe["lr"] = recipe["lr"] * model["lr_factor"]
+        epochs = settings["tuning"].get("epochs")
+        if epochs is not None:
+            recipe["epochs"] = min(recipe["epochs"], epochs)
+        return {"variant_of": model["tuning_of"], "lr_factor": model["lr_factor"], "diverged_is_a_result": True}
+    chosen = tuning_choice(study, config, cell)
+    if chosen is not None:
+        recipe["lr"] = recipe["lr"] * chosen["lr_factor"]
+    return chosen
+
+
+# ---------------------------------------------------------------- learning-rate tuning (rnnrepro.tuning)
+
+def tuned_settings(study: dict, config: dict) -> dict | None:
+    """The tuning artifact's grid under the current budget (its models, datasets, fractions, seeds and
+    ``tuning`` settings), or None where the budget tunes nothing."""
+    if tuning.ARTIFACT not in artifacts(study, config):
+        return None
+    spec = artifact_spec(study, config, tuning.ARTIFACT)
+    return {**spec, "tuning": {**study["artifacts"][tuning.ARTIFACT]["tuning"], **spec.get("tuning", {})}}
+
+
+def variant_cells(study: dict, config: dict) -> list[Cell]:
+    """The tuning artifact's cells: every variant of every tuned model, dataset and fraction, on its seeds."""
+    spec = tuned_settings(study, config)
+    if spec is None:
+        return []
+    return [Cell(study["study"], data_key(study, config, dataset), tuning.variant_id(model, factor), fraction,
+                 seed, config["budget"], config.get("precision", precision.DEFAULT))
+            for dataset in spec["datasets"] for model in spec["models"]
+            for factor in spec["tuning"]["lr_factors"] for fraction in spec["fractions"] for seed in spec["seeds"]]
+
+
+def tuning_cells_of(study: dict, config: dict, cell: Cell) -> list[Cell]:
+    """The variants whose results choose this cell's learning rate (empty: it is not tuned here)."""
+    if tuning.parse_variant(cell.model) is not None:
+        return []
+    spec = tuned_settings(study, config)
+    if spec is None:
+        return []
+    root = tuning.tuned_root(study, cell.model)
+    if root not in spec["models"] or cell.fraction not in spec["fractions"]:
+        return []
+    if cell.corpus not in {data_key(study, config, d) for d in spec["datasets"]}:
+        return []
+    return [dataclasses.replace(cell, model=tuning.variant_id(root, factor), seed=seed)
+            for factor in spec["tuning"]["lr_factors"] for seed in spec["seeds"]]
+
+
+def _finished(study: dict, config: dict, variant: Cell, records: Path) -> dict | None:
+    """A variant's metrics where it has finished and is current: in the budget's results tree, else in
+    its record; None otherwise."""
+    expected = resolve_cell(study, config, variant)
+    relative = Path(variant.run_dir).relative_to(results_dir(variant.budget))
+    for folder in (Path(variant.run_dir), records / variant.budget / relative):
+        try:
+            metrics = json.loads((folder / "metrics.json").read_text())
+            recorded = json.loads((folder / "config.json").read_text())
+        except (OSError, ValueError):
+            continue
+        if isinstance(metrics, dict) and isinstance(recorded, dict) and not config_differences(recorded, expected) \
+                and tuning.validation_loss(metrics) is not None and math.isfinite(tuning.validation_loss(metrics)):
+            return metrics
+    return None
+
+
+def tuning_curve(study: dict, config: dict, cell: Cell, records: Path = Path("records")) -> list[dict]:
+    """The tuning curve behind a cell: one entry per variant (factor, lr, validation loss, epochs, whether
+    it diverged). Raises tuning.TuningPending while a variant has not finished."""
+    variants = tuning_cells_of(study, config, cell)
+    found, missing = [], []
+    for variant in variants:
+        metrics = _finished(study, config, variant, records)
+        if metrics is None:
+            missing.append(variant.key)
+            continue
+        _, factor = tuning.parse_variant(variant.model)
+        found.append({"factor": factor, "seed": variant.seed, "val_loss": tuning.validation_loss(metrics),
+                      "epochs": metrics.get("epochs"), "best_epoch": metrics.get("best_epoch"),
+                      "diverged": metrics.get("diverged")})
+    if missing:
+        raise tuning.TuningPending(tuning.tuned_root(study, cell.model), missing)
+    return found
+
+
+def tuning_choice(study: dict, config: dict, cell: Cell, records: Path = Path("records")) -> dict | None:
+    """What tuning sets for a cell: the chosen factor, the grid it was chosen from and the seeds it was
+    tuned on (part of the cell's config: another grid or choice is another cell), or None where the cell
+    is not tuned at this budget. Raises tuning.TuningPending until its variants have finished."""
+    spec = tuned_settings(study, config)
+    if not tuning_cells_of(study, config, cell):
+        return None
+    return {"lr_factor": tuning.chosen_factor(tuning_curve(study, config, cell, records)),
+            "lr_factors": list(spec["tuning"]["lr_factors"]), "seeds": list(spec["seeds"]),
+            "epochs": spec["tuning"].get("epochs")}

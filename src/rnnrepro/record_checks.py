@@ -20,6 +20,7 @@ from . import grid, record_commits
 from .analysis.run_files import DamagedRunFile, config_differences, finite_problems, read_history
 from .configuration import schema_problems
 from .train import progress_file
+from .tuning import TuningPending
 
 RECORDED = ("config.json", "history.csv", "metrics.json")
 
@@ -119,7 +120,11 @@ def record_problem(study: dict, config: dict, cell: grid.Cell, records: Path) ->
                 f"history, so the code that made it cannot be checked out; fetch that commit, or delete the "
                 f"folder and `records grow` trains the cell again)")
     recorded = json.loads((run / "config.json").read_text())
-    changed = config_differences(recorded, grid.resolve_cell(study, config, cell))
+    try:
+        expected = grid.resolve_cell(study, config, cell)
+    except TuningPending as e:
+        return f"{cell.key}: stale record ({e})"
+    changed = config_differences(recorded, expected)
     if changed:
         return f"{cell.key}: stale record (the study file changed: {'; '.join(changed[:3])})"
     return None

@@ -17,13 +17,15 @@ A record is *stale* when its ``config.json`` is not what the study file now reso
 recipe, a width or a cell option changed since it was trained): ``render`` does not use it and ``grow``
 trains the cell again.
 
-``grow`` splits the budget's grid into units of work, in the study files' order (studies as the run
-config lists them, artifacts and their cells as each study file lists them; ``--unit`` patterns keep
-some of them): a training cell with the cells it is finetuned from and every evaluation output the
-budget's artifacts read from it, or one study's speed benchmark. It skips recorded units, prepares the data of the rest (one Snakemake run),
-then ``--jobs`` workers each run one unit at a time through Snakemake (disjoint targets, so side by
-side with ``--nolock``) and pack it into ``records/`` the moment it finishes (with ``--commit``, one git
-commit per unit, of exactly the files packed: rnnrepro.record_commits). No unit starts after the deadline (``--minutes``); at the deadline, or when ``grow``
+``grow`` splits the budget's grid into units of work (``--unit`` patterns keep some of them): a training
+cell with the cells it is finetuned from and every evaluation output the budget's artifacts read from
+it, or one study's speed benchmark. It takes them study by study (as the run config lists them), each
+study's learning-rate tuning cells first (rnnrepro.tuning), then its cells seed by seed, so that a grow
+cut short leaves whole comparisons at fewer seeds; a unit whose tuning cells are not recorded waits for
+them. It skips recorded units, prepares the data of the rest (one Snakemake run), then ``--jobs``
+workers each run one unit at a time through Snakemake (disjoint targets, so side by side with
+``--nolock``) and pack it into ``records/`` the moment it finishes (with ``--commit``, one git commit per
+unit, of exactly the files packed: rnnrepro.record_commits). No unit starts after the deadline (``--minutes``); at the deadline, or when ``grow``
 itself gets SIGTERM or Ctrl-C, running units get SIGTERM: training writes its resume checkpoint, a later
 ``grow`` on this machine resumes it, on another machine it starts afresh. Killing ``grow`` at any point
 (even with SIGKILL) loses no recorded unit.
@@ -80,6 +82,7 @@ from .evaluation.plan import artifact_evaluation_files
 from .runtime import GIT_SHA_ENV
 from .train import progress_file
 from .train.files import write_text_atomic
+from . import tuning
 
 RECORDS = Path("records")
 MANIFEST = RESTORED_MANIFEST  # files a render restored, with their digests
@@ -171,6 +174,7 @@ class Unit:
     targets: list[str]              # what Snakemake builds (results paths)
     evaluations: list[str]          # evaluation outputs among the targets
     speed: str | None = None        # results/<budget>/speed/<study>.json of a speed unit
+    needs: list[str] = dataclasses.field(default_factory=list)  # units recorded first: its tuning cells'
 
     def problems(self, studies: dict, config: dict, records: Path) -> list[str]:
         """Why this unit is not (fully) recorded; empty when it is."""
@@ -247,7 +251,9 @@ def units(studies: dict, config: dict) -> list[Unit]:
             evals = [f"{cell.run_dir}/{e}.json" for e in sorted(evaluations[cell])]
             owner = next((u for u in found if u.study == name and set(u.cells) & set(chain)), None)
             if owner is None:
-                found.append(Unit(cell.key, name, chain, [f"{c.run_dir}/metrics.json" for c in chain] + evals, evals))
+                needs = [variant.key for variant in grid.tuning_cells_of(study, config, chain[0])]
+                found.append(Unit(cell.key, name, chain, [f"{c.run_dir}/metrics.json" for c in chain] + evals, evals,
+                                  needs=needs))
                 continue
             new = [c for c in chain if c not in owner.cells]
             owner.cells += new
@@ -632,6 +638,7 @@ class Grower:
         self.interrupted: list[str] = []
         self.busy: list[str] = []  # units another process was training
         self.total = len(todo)
+        self.taken = 0  # units handed to a worker so far
         self.log_dir = Path(grid.logs_dir(budget)) / "grow"
 
     def say(self, text: str) -> None:
@@ -674,11 +681,25 @@ class Grower:
         return code == 0
 
     def next_unit(self) -> tuple[int, Unit] | None:
-        """The next unit and its position in the run (taken together: two workers never share one)."""
-        with self.lock:
-            if not self.todo or time.monotonic() >= self.deadline:
-                return None
-            return self.total - len(self.todo) + 1, self.todo.pop(0)
+        """The next unit and its position in the run (taken together: two workers never share one): the
+        first whose needs (its tuning cells' units) are recorded, waiting while one of them is running."""
+        while True:
+            with self.lock:
+                if not self.todo or time.monotonic() >= self.deadline:
+                    return None
+                pending = {u.name for u in self.todo} | set(self.running) | set(self.failed) | set(self.interrupted)
+                ready = next((u for u in self.todo if not set(u.needs) & pending), None)
+                if ready is not None:
+                    self.todo.remove(ready)
+                    self.taken += 1
+                    return self.taken, ready
+                if not set().union(*(set(u.needs) for u in self.todo)) & set(self.running):
+                    blocked = self.todo[0]
+                    self.say(f"not started: {len(self.todo)} units whose tuning did not finish, e.g. {blocked.name} "
+                             f"(needs {', '.join(sorted(set(blocked.needs) & pending)[:2])})")
+                    self.todo.clear()
+                    return None
+            time.sleep(5)
 
     def record(self, unit: Unit, records: Path) -> list[Path]:
         """Pack the unit; returns exactly the files written (listed first as packed and not committed,
@@ -883,7 +904,8 @@ def grow(args: argparse.Namespace) -> int:
     if args.commit:
         record_commits.check_branch()
         commit_leftovers(args.budget, args.records, lambda text: print(f"[rnnrepro] {text}", flush=True))
-    pending = [u for u in selected(units(studies, config), args.unit) if u.problems(studies, config, args.records)]
+    pending = seed_by_seed([u for u in selected(units(studies, config), args.unit)
+                            if u.problems(studies, config, args.records)])
     grower = Grower(args.budget, pending, studies, config, args)
     grower.say(f"budget {args.budget}: {len(pending)} units to record (studies {', '.join(studies)}), "
                f"{args.jobs} at a time x {args.threads} thread{'' if args.threads == 1 else 's'}, for at most "
@@ -896,6 +918,19 @@ def grow(args: argparse.Namespace) -> int:
                f"by {grower.why_stopped}, {len(grower.todo)} not started"
                + (f", {len(grower.busy)} skipped (another process trains them)" if grower.busy else ""))
     return 1 if grower.failed or grower.busy else 0
+
+
+def seed_by_seed(found: list[Unit]) -> list[Unit]:
+    """The order ``grow`` takes units in: study by study, each study's tuning cells first, then its cells
+    seed by seed (every model's first seed, then every model's second, ...), its speed benchmark last, so
+    that a grow cut short leaves whole comparisons at fewer seeds rather than some models at every seed."""
+    studies = list(dict.fromkeys(u.study for u in found))
+
+    def key(unit: Unit) -> tuple:
+        tuning_cell = bool(unit.cells) and tuning.parse_variant(unit.cells[-1].model) is not None
+        seed = unit.cells[-1].seed if unit.cells else float("inf")
+        return studies.index(unit.study), not tuning_cell, seed
+    return sorted(found, key=key)
 
 
 def list_units(args: argparse.Namespace) -> int:

@@ -13,10 +13,9 @@ from __future__ import annotations
 import argparse
 import os
 
-DEVICE_ENV = "RNNREPRO_DEVICE"
+from .environment_variables import DEVICE_ENV, GIT_SHA_ENV  # noqa: F401 (the names the workflow imports here)
+
 DEVICES = ("auto", "cpu", "cuda")
-# The commit of the code, where the working tree is a copy without its own history (train.common.git_sha).
-GIT_SHA_ENV = "RNNREPRO_GIT_SHA"
 
 
 def add_runtime_arguments(parser: argparse.ArgumentParser) -> None:

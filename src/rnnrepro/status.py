@@ -1,4 +1,6 @@
-"""The grid at a glance: ``python -m rnnrepro.status [--study S] [--budget B] [--format table|csv]``.
+"""The grid at a glance: ``python -m rnnrepro.status [--study S] [--budget B] [--format table|csv]``;
+``--watch [SECONDS]``: only the cells being trained now, with their epoch, loss and ETAs, refreshed on
+the console (rnnrepro.watch).
 
 One row per training cell (like DVC's ``exp show``): its parameters, its state and its numbers,
 joined from the files of its run folder (``results/runs/`` for the default budget, paper;
@@ -54,6 +56,7 @@ from .train import progress_file
 STALE_SECONDS = 4 * progress_file.HEARTBEAT_SECONDS
 STATES = ("done", "stale", "running", "failed", "interrupted", "pending")
 NOTE_WIDTH = 70  # characters per line of the table's note column
+WATCH_SECONDS = 10.0  # --watch without SECONDS: seconds between refreshes
 
 
 @dataclass
@@ -95,8 +98,8 @@ def cells_on_disk(root: Path, study_names: list[str], budget: str) -> list[grid.
 
 
 # progress.json's keys and their types (rnnrepro.train.progress_file); anything else is a damaged file
-PROGRESS_NUMBERS = ("epoch", "epochs", "epochs_done", "batch", "batches_per_epoch", "iteration", "val_loss", "val_ppl",
-                    "best_val_loss", "best_val_ppl", "seconds", "eta_seconds")
+PROGRESS_NUMBERS = ("epoch", "epochs", "epochs_done", "batch", "batches_per_epoch", "iteration", "train_loss",
+                    "val_loss", "val_ppl", "best_val_loss", "best_val_ppl", "seconds", "eta_seconds")
 PROGRESS_TEXTS = ("phase", "cell", "host", "started_at", "updated_at", "error", "stopped_by")
 
 
@@ -294,8 +297,17 @@ def main(argv=None) -> int:
     parser.add_argument("--artifact", help="only the cells of this artifact, named <study>_<artifact> as its table "
                                            "(e.g. pru_table1)")
     parser.add_argument("--format", choices=["table", "csv"], default="table")
+    parser.add_argument("--watch", nargs="?", type=float, const=WATCH_SECONDS, metavar="SECONDS",
+                        help="only the cells being trained now, with epoch, loss and ETAs, refreshed every SECONDS "
+                             f"(default {WATCH_SECONDS:g}) until Ctrl-C (rnnrepro.watch)")
     args = parser.parse_args(argv)
     root = Path.cwd()
+    if args.watch is not None:
+        if args.watch <= 0:
+            parser.error(f"--watch {args.watch:g}: the seconds between refreshes must be more than 0")
+        from .watch import watch
+
+        return watch(root, args.watch, [args.budget] if args.budget else None, args.study)
     try:
         check_checkout()
         shown = [args.budget] if args.budget else grid.budgets_with_results(root)

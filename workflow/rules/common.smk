@@ -1,4 +1,5 @@
 # Config validation and the target list, built from the study files (never hard-coded).
+import dataclasses
 import json
 import os
 import shlex
@@ -11,7 +12,7 @@ from snakemake.logging import logger
 from snakemake.settings.types import DeploymentMethod
 
 # SRC is on sys.path (config_file.smk): the project's own (torch-free) modules, from this checkout
-from rnnrepro import command_line, grid, precision, records, targets
+from rnnrepro import command_line, grid, precision, records, targets, tuning
 from rnnrepro.artifact_inputs import inputs_list, notebook_inputs, refresh_inputs_list
 from rnnrepro.configuration import ConfigError, budgets, load_run_config, load_study
 from rnnrepro.custom_cells import check_custom_cells, export as export_custom_cells
@@ -378,21 +379,63 @@ def trained_elsewhere(cell):
 TRAINED_ELSEWHERE = set()
 
 
-def train_inputs(wildcards):
-    cell = cell_of(wildcards)
-    trained_elsewhere(cell)
+def data_inputs(cell):
+    """The prepared corpus a cell trains and is evaluated on."""
     trained_on = grid.trained_corpus(STUDIES[cell.study], config, cell)
     corpus = f"data/processed/{trained_on}"
-    inputs = {
+    return {
         "train": grid.train_file(trained_on, cell.fraction),
         "valid": f"{corpus}/valid.txt",
         "test": f"{corpus}/test.txt",
         "vocab": f"{corpus}/vocab.txt",
     }
+
+
+def train_inputs(wildcards):
+    cell = cell_of(wildcards)
+    trained_elsewhere(cell)
+    inputs = data_inputs(cell)
     parent = grid.parent_cell(STUDIES[cell.study], cell)
     if parent is not None:
         inputs["init"] = f"{parent.run_dir}/model.pt"
+    if grid.tuning_cells_of(STUDIES[cell.study], config, cell):
+        # its learning rate is chosen from its tuning cells first (the checkpoint lr_choice, train.smk)
+        inputs["lr_choice"] = checkpoints.lr_choice.get(
+            study=cell.study,
+            corpus=cell.corpus,
+            model=tuning.tuned_root(STUDIES[cell.study], cell.model),
+            fraction=cell.fraction,
+        ).output[0]
     return inputs
+
+
+def tuning_cell(wildcards):
+    """A cell of the tuned model (any seed) whose tuning the lr_choice job reads."""
+    return grid.Cell(
+        wildcards.study,
+        wildcards.corpus,
+        wildcards.model,
+        int(wildcards.fraction),
+        0,
+        config["budget"],
+        config["precision"],
+    )
+
+
+def tuning_inputs(wildcards):
+    """The metrics of a tuned model's tuning cells (rnnrepro.tuning)."""
+    cell = tuning_cell(wildcards)
+    variants = grid.tuning_cells_of(STUDIES[cell.study], config, cell)
+    if not variants:
+        raise WorkflowError(
+            f"{cell.study}/{cell.corpus}/{cell.model}/frac{cell.fraction}: the {config['budget']} budget "
+            "does not tune this model (its study file's tuning artifact)"
+        )
+    return [f"{variant.run_dir}/metrics.json" for variant in variants]
+
+
+def tuning_cell_json(wildcards):
+    return json.dumps(dataclasses.asdict(tuning_cell(wildcards)))
 
 
 # Recorded runs that stand in for training (records.smk): asked of each cell the run plans, once.
@@ -472,7 +515,12 @@ def recorded_speed(wildcards):
 
 
 def cell_config(wildcards):
-    cfg = grid.resolve_cell(STUDIES[wildcards.study], config, cell_of(wildcards))
+    try:
+        cfg = grid.resolve_cell(STUDIES[wildcards.study], config, cell_of(wildcards))
+    except tuning.TuningPending as pending:
+        # planned before its tuning has run (the checkpoint lr_choice): Snakemake plans the cell again,
+        # with the rate chosen, once the checkpoint has run, and never runs it with this placeholder
+        return json.dumps({"tuning_pending": str(pending)})
     # bf16 where only the machine can tell (oneDNN's bfloat16 LSTM needs AVX-512): the trial a training
     # job starts with, made here (a dry run too) so that no job starts, and no file goes, first.
     if workflow.is_main_process and workflow.local_exec:
@@ -489,9 +537,8 @@ def cell_config(wildcards):
 
 def evaluation_inputs(wildcards):
     """A cell's weights and the data it was trained on (evaluate.smk; the statistics read the training split)."""
-    inputs = train_inputs(wildcards)
-    inputs.pop("init", None)
-    return {**inputs, "model": f"{cell_of(wildcards).run_dir}/model.pt"}
+    cell = cell_of(wildcards)
+    return {**data_inputs(cell), "model": f"{cell.run_dir}/model.pt"}
 
 
 def evaluation_config(wildcards):

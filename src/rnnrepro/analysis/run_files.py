@@ -15,11 +15,11 @@ import math
 import zipfile
 from pathlib import Path
 
+from ..cell_identity import config_differences
 from ..configuration import schema_problems
 
 
 # Where and how wide a run went: not part of a cell's identity (older records carry them in config.json).
-RUNTIME_KEYS = ("device", "threads")
 
 
 class DamagedRunFile(ValueError):
@@ -257,20 +257,6 @@ def check_metrics_files(paths: list[str]) -> list[str]:
     return problems
 
 
-def _flat(value, prefix: str = "") -> dict:
-    if isinstance(value, dict):
-        return {k: v for key, item in value.items() for k, v in _flat(item, f"{prefix}{key}.").items()}
-    return {prefix.rstrip("."): value}
-
-
-def config_differences(recorded: dict, expected: dict) -> list[str]:
-    """How a cell's config.json differs from what the study file resolves now (runtime keys aside)."""
-    old = {k: v for k, v in _flat(recorded).items() if k not in RUNTIME_KEYS}
-    new = _flat(expected)
-    return [f"{key} {old.get(key, '(none)')!r} -> {new.get(key, '(none)')!r}"
-            for key in sorted(set(old) | set(new)) if old.get(key) != new.get(key)]
-
-
 def stale_problem(metrics_file: Path | str, study: dict) -> str | None:
     """Why a finished cell no longer is what its study file makes of it, or None when it is: its config.json
     differs from what the study resolves now for the cell of that run folder (a recipe, a width or a cell
@@ -279,6 +265,7 @@ def stale_problem(metrics_file: Path | str, study: dict) -> str | None:
     it either way. The budget and precision are the cell's own (its config.json)."""
     from .. import grid
     from ..configuration import ConfigError
+    from ..tuning import TuningPending
 
     run_dir = Path(metrics_file).parent
     try:
@@ -291,6 +278,8 @@ def stale_problem(metrics_file: Path | str, study: dict) -> str | None:
                          recorded.get("budget", ""), recorded.get("precision", "fp32"))
         expected = grid.resolve_cell(study, {"budget": cell.budget, "precision": cell.precision, "device": "auto"},
                                      cell)
+    except TuningPending as e:
+        return f"{run_dir}: {e}, so this run's learning rate cannot be checked against it"
     except (ConfigError, KeyError, ValueError) as e:
         return f"{run_dir}: its cell is not one the study file makes now ({e})"
     changed = config_differences(recorded, expected)

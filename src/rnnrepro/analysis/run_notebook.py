@@ -21,7 +21,9 @@ Every table the notebook writes must have exactly the columns its artifact decla
 a table with other columns is an error naming the table and the difference, so the declaration cannot
 drift from what the notebook writes. Where the artifact has cells of your own (config ``custom_cells``),
 each table with a ``model`` column gets one more, ``footing``, once the notebook has written it: how
-each such cell stands beside its baseline, in words (rnnrepro.custom_cells.add_footing).
+each such cell stands beside its baseline, in words (rnnrepro.custom_cells.add_footing). Every table is
+then written as LaTeX and Markdown beside its CSV (``<name>.tex``, ``<name>.md``:
+rnnrepro.analysis.table_formats), and the three replace an earlier run's together.
 """
 
 from __future__ import annotations
@@ -42,7 +44,7 @@ import papermill
 from .. import console, layout
 from ..configuration import ConfigError, check_checkout, load_study
 from ..custom_cells import add_footing
-from . import failed_notebooks
+from . import failed_notebooks, table_formats
 from .run_files import check_metrics_files, stale_problem
 
 KERNEL = "python3"  # the kernel of the running environment (ipykernel installs it with the env)
@@ -217,8 +219,13 @@ def _run(notebook: Path, output: Path, parameters: dict, kernel=None) -> None:
                         + "\n  ".join(_renamed(d, named) for d in differences)
                         + "\nDeclare the columns the notebook writes (claims are checked against them), "
                           "or fix the notebook.")
-            for final in finals:  # all written and checked: only now replace an earlier run's
-                os.replace(partial[final], final)
+            for table in map(Path, parameters["tables"]):  # each table as LaTeX and Markdown too
+                for suffix, text in table_formats.texts(partial[table]).items():
+                    final = table.with_suffix(suffix)
+                    partial[final] = partial_path(final)
+                    partial[final].write_text(text)
+            for final, written in partial.items():  # all written and checked: only now replace an earlier run's
+                os.replace(written, final)
             shutil.move(executed, output)
     finally:
         for path in partial.values():

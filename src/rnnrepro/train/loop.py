@@ -98,6 +98,7 @@ class Progress:
     best_epoch: int = 0
     finished: bool = False
     wall_seconds: float = 0.0        # wall time of this cell up to its last checkpoint
+    diverged: str | None = None      # a tuning cell's divergence, which ended it (rnnrepro.tuning)
 
 
 @dataclass
@@ -207,6 +208,7 @@ class TrainingLoop:
             "epoch": p.epoch, "epochs": self.cfg["recipe"]["epochs"], "epochs_done": p.epoch - 1 + p.finished,
             "batch": p.batch, "batches_per_epoch": round(p.iteration * length / covered) if covered else None,
             "iteration": p.iteration,
+            "train_loss": p.loss_sum / p.loss_batches if p.loss_batches else None,
             **{key: value for key, value in last.items() if key.startswith("val_")},
             "best_val_loss": best, **({"best_val_ppl": perplexity(best)} if "val_ppl" in last else {}),
             "seconds": round(seconds, 1),
@@ -343,8 +345,11 @@ class TrainingLoop:
                 try:
                     step = t.step(batch, p)
                 except TrainingDiverged as e:
-                    raise self.diverged(p.batch + 1, str(e)) from None
-                problem = loss_problem(step.loss, "training")
+                    step, problem = None, str(e)
+                else:
+                    problem = loss_problem(step.loss, "training")
+                if problem and self.ends_at_divergence(p, problem):
+                    return
                 if problem:
                     raise self.diverged(p.batch + 1, problem)
                 p.position += step.advance
@@ -373,6 +378,21 @@ class TrainingLoop:
         p.epoch, p.batch, p.position = p.epoch + 1, 0, 0
         self.record.write()
 
+    def ends_at_divergence(self, p: Progress, problem: str) -> bool:
+        """A tuning cell (rnnrepro.tuning) ends where training diverges, before the step that would have
+        spoilt its weights: it is scored on its best epoch so far, or on these weights where no epoch
+        was validated. Any other cell raises."""
+        if not self.cfg.get("tuning", {}).get("diverged_is_a_result") or not hasattr(self.task, "save_best"):
+            return False
+        p.diverged = f"epoch {p.epoch}, batch {p.batch + 1}: {problem} (lr {self.cfg['recipe']['lr']})"
+        if p.best_val_loss == math.inf:
+            self.task.save_best()
+        p.finished = True
+        self.save()
+        LOGGER.warning(f"{self.where(p.batch + 1)}: {problem}; a tuning cell ends here, scored on its best "
+                       f"weights before it")
+        return True
+
     def fit(self) -> None:
         self.record.write(phase="training")
         with StopFlag() as stop:
@@ -384,7 +404,7 @@ class TrainingLoop:
         t, p = self.task, self.progress
         self.record.write(phase="final evaluation")
         metrics = {**t.final_metrics(p), "wall_seconds": self.wall_seconds(), **provenance(self.device),
-                   **precision.describe(self.cfg["precision"])}
+                   **precision.describe(self.cfg["precision"]), **({"diverged": p.diverged} if p.diverged else {})}
         write_run_outputs(self.run_dir, self.cfg, t.model.state_dict(), p.history, metrics)
         return metrics
 

@@ -14,6 +14,8 @@ Keys:
   batch, batches_per_epoch   batches done in this epoch, and per epoch (language models: estimated
                    from the batches so far, as their BPTT length varies)
   iteration        batches done in all epochs
+  train_loss       the mean training loss of the batches since the last validation check (language
+                   models, which check once an epoch: of this epoch so far)
   val_loss, val_ppl          the last validation check's (val_ppl for language models only)
   best_val_loss, best_val_ppl  the lowest validation loss so far, and its perplexity
   seconds          wall time of the cell so far, over every attempt
