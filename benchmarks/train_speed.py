@@ -3,12 +3,15 @@
     python benchmarks/train_speed.py                       # LSTM M=1000 and PRU g=4 K=2 M=1400 on PTB, CPU
     python benchmarks/train_speed.py --device cuda --batches 300
     python benchmarks/train_speed.py --device cuda --models lstm_m1000 pru_g4_k2_m1400 awd_pru_g4_k2_m1400
+    python benchmarks/train_speed.py --budget paper_start --models awd_lstm --weight-drop recipe --batches 5
+    python benchmarks/train_speed.py --study lrn --budget paper_start --models mos --weight-drop recipe --batches 5
 
 Runs the real training step (dropouts, AR/TAR, clipping, SGD; rnnrepro.train.language_model.training_step)
-of the paper budget's models on random tokens of the dataset's vocabulary size, with the recipe's batch
+of a budget's models (default: the paper budget's; ``--study`` picks the study file) on random tokens of the dataset's vocabulary size, with the recipe's batch
 size and a fixed BPTT of `bptt`, and prints seconds per batch, tokens/s and the implied seconds per
 training epoch (the dataset's training tokens / tokens per second; validation not included), plus each
-row's time relative to the first model's row with the same weight drop.
+row's time relative to the first model's row with the same weight drop, and the process's CPU seconds per
+batch (all threads; on a shared machine the wall time depends on the load, the CPU time much less).
 
 ``--weight-drop`` times every model with weight drop "off" (0), "on" (0.5 on the recurrent weights, the
 AWD recipe's value: the AWD regime, a dropped copy of every recurrent weight per batch) and/or as its
@@ -20,6 +23,7 @@ median) and ``--precision`` (default fp32) sets every cell's float32 arithmetic.
 from __future__ import annotations
 
 import argparse
+import os
 import time
 
 import torch
@@ -38,6 +42,8 @@ WEIGHT_DROPS = {"off": 0.0, "on": AWD_WEIGHT_DROP, "recipe": None}
 
 def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--study", default="pru", help="the study file whose models are timed")
+    parser.add_argument("--budget", default="paper", help="the budget whose sizes and recipe they take")
     parser.add_argument("--models", nargs="+", default=["lstm_m1000", "pru_g4_k2_m1400"])
     parser.add_argument("--dataset", default="ptb", choices=["ptb", "wt2"])
     parser.add_argument("--batches", type=int, default=20,
@@ -54,7 +60,7 @@ def parse_args() -> argparse.Namespace:
 
 
 def time_model(model_id: str, weight_drop: str, args, study: dict, run_config: dict) -> dict:
-    cfg = grid.resolve_cell(study, run_config, grid.Cell("pru", args.dataset, model_id, 100, 1111, run_config["budget"]))
+    cfg = grid.resolve_cell(study, run_config, grid.Cell(args.study, args.dataset, model_id, 100, 1111, run_config["budget"]))
     if WEIGHT_DROPS[weight_drop] is not None:
         cfg["recipe"]["weight_drop"] = WEIGHT_DROPS[weight_drop]
     expected = DATASETS[args.dataset].expected
@@ -68,13 +74,19 @@ def time_model(model_id: str, weight_drop: str, args, study: dict, run_config: d
     tokens = torch.randint(vocab_size, (bptt + 1, batch), device=device)
     state = [model.init_state(batch)]
 
+    cpu = {"seconds": 0.0, "calls": 0}
+
     def step():
+        start = time.process_time()
         _, state[0] = training_step(model, optimizer, recipe, tokens[:-1], tokens[1:], state[0], args.precision)
+        cpu["seconds"] += time.process_time() - start
+        cpu["calls"] += 1
 
     per_batch = seconds_per_call(step, 3, args.batches, f"{model_id}, weight drop {recipe['weight_drop']}")
     tokens_per_s = batch * bptt / per_batch
     return {"model": model_id, "weight_drop": recipe["weight_drop"], "params": sum(p.numel() for p in model.parameters()),
-            "s_per_batch": per_batch, "tokens_per_s": tokens_per_s, "epoch_s": train_tokens / tokens_per_s}
+            "s_per_batch": per_batch, "tokens_per_s": tokens_per_s, "epoch_s": train_tokens / tokens_per_s,
+            "cpu_s_per_batch": cpu["seconds"] / cpu["calls"]}
 
 
 def main() -> None:
@@ -82,19 +94,24 @@ def main() -> None:
     console.setup_logging()
     torch.set_num_threads(args.threads)
     precision.apply(args.precision)
-    run_config = yaml.safe_load((REPO_ROOT / "config" / "config.yaml").read_text())
-    study = load_study("pru")
+    run_config = {**yaml.safe_load((REPO_ROOT / "config" / "config.yaml").read_text()), "budget": args.budget}
+    study = load_study(args.study)
+    before = os.getloadavg()
     with gpu.settings(kernels=not args.eager, graphs=not args.eager):
         rows = [time_model(m, wd, args, study, run_config) for wd in args.weight_drop for m in args.models]
     device = torch.cuda.get_device_name() if args.device == "cuda" else f"cpu ({args.threads} threads)"
-    print(f"{time.strftime('%Y-%m-%d')}, {args.dataset}, paper settings, about {args.batches} timed batches, {device}, "
+    print(f"load average before: {' '.join(f'{x:.2f}' for x in before)}, after: "
+          f"{' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+    print(f"{time.strftime('%Y-%m-%d')}, {args.dataset}, {args.study} study at budget {args.budget}, about {args.batches} timed batches, {device}, "
           f"torch {torch.__version__}, precision {args.precision}"
           + (", GPU fast paths off" if args.eager and args.device == "cuda" else ""))
-    print(f"{'model':<26}{'wdrop':>6}{'params':>12}{'s/batch':>10}{'tokens/s':>11}{'s/epoch':>10}{'vs first':>10}")
+    print(f"{'model':<26}{'wdrop':>6}{'params':>12}{'s/batch':>10}{'tokens/s':>11}{'s/epoch':>10}{'vs first':>10}"
+          f"{'CPU s/batch':>13}")
     for row in rows:
         first = next(r for r in rows if r["weight_drop"] == row["weight_drop"])
         print(f"{row['model']:<26}{row['weight_drop']:>6.2f}{row['params']:>12,}{row['s_per_batch']:>10.3f}"
-              f"{row['tokens_per_s']:>11.0f}{row['epoch_s']:>10.0f}{row['s_per_batch'] / first['s_per_batch']:>10.2f}")
+              f"{row['tokens_per_s']:>11.0f}{row['epoch_s']:>10.0f}{row['s_per_batch'] / first['s_per_batch']:>10.2f}"
+              f"{row['cpu_s_per_batch']:>13.3f}")
 
 
 if __name__ == "__main__":

@@ -12,15 +12,18 @@
 # # The claims scorecard
 #
 # Every claim each study file lists under `claims:` (docs/claims.md), checked against the study's
-# artifact tables: `held`, `not held` or `inconclusive` by the decision rule (every seed of a row beyond
-# every seed of the other, and the 90 % interval of the difference on that side of zero; paired by seed
-# where both rows come from the same seed's model), `not testable at this scale` (with the reason: a
-# regime the budget's models do not reach, rows that measure something else, a single measurement within
-# its noise), or `not tested` (with the reason: synthetic data, a budget that cannot answer the claim and
+# artifact tables: `held`, `not held` or `inconclusive` by the decision rule (independent rows: every
+# seed of a row beyond every seed of the other, and the 90 % Welch interval of the difference on that
+# side of zero; paired by seed where both rows come from the same seed's model: the 90 % paired t
+# interval; a claim that states a size: that size too), `not testable at this scale` (with the reason:
+# models that do not keep the paper's ratio of recurrent parameters or its output head, a regime the
+# budget's models do not reach, rows that measure something else, a single measurement within its
+# noise), or `not tested` (with the reason: synthetic data, a budget that cannot answer the claim and
 # the GPU-hours that would, a row the budget leaves out, a table that could not be built). Beside each:
-# the paper's numbers, our effect and the paper's, the interval, the flags (fragile, still improving,
-# capped), the models' parameters and scale against the paper's, and the same claim at the budget's
-# other scale where the study has one. `paper_check` is the same check on the paper's own numbers.
+# the paper's numbers, our effect and the paper's (in nats for perplexities), the interval, the ratio
+# ours / paper, the minimum detectable effect, the flags (fragile, still improving, capped), the models'
+# parameters and scale against the paper's, and the same claim at the budget's other scale where the
+# study has one. `paper_check` is the same check on the paper's own numbers.
 
 # %% tags=["parameters"]
 run_config = {"budget": "paper", "seeds": [1111], "studies": ["pru"]}
@@ -57,8 +60,8 @@ pairs = pd.concat([pairs, *other_pairs], ignore_index=True) if other_pairs else 
 save(card, tables[0])
 save(pairs, tables[1])
 pd.set_option("display.max_colwidth", 80)
-card[["study", "claim", "paper", "ours", "verdict", "difference", "paper_difference", "interval", "flags",
-      "other_scale_verdict", "reason"]]
+card[["study", "claim", "paper", "ours", "verdict", "unit", "difference", "paper_difference", "interval", "ratio",
+      "mde", "flags", "other_scale_verdict", "reason"]]
 
 # %% [markdown]
 # Verdicts per study (not tested split by its reason).
@@ -90,10 +93,12 @@ save_figure(fig, figures[0])
 
 # %% [markdown]
 # Effect against parameters, one figure per study: each compared pair of each claim measured over seeds
-# (claims on exact counts aside), our mean difference (first row minus second, in the claim's unit) with
-# its 90 % interval at this budget and at its other scale, against the mean parameter count of the two
-# rows' models (log axis), and the paper's difference at the paper's size (a star). A dotted line joins a
-# pair across scales; the horizontal line is no difference.
+# (claims on exact counts aside), our effect (first row minus second, in the claim's unit: nats for a
+# perplexity) with its 90 % interval at this budget and at its other scale, against the mean parameter
+# count of the two rows' models (log axis), and the paper's effect at the paper's size (a star). Pairs
+# of one claim at the same size are set side by side (dodged along the axis) so that none hides another.
+# A dotted line joins a pair's scales only where three scales or more measure it: two points are no
+# trend toward the paper's value. The horizontal line is no difference.
 
 # %%
 measured = pairs[pairs["verdict"].isin([HELD, NOT_HELD, INCONCLUSIVE, NOT_TESTABLE])
@@ -115,23 +120,28 @@ for study, figure in zip(studies, figures[1:]):
                         ha="center", va="center", wrap=True)
     for ax, claim in zip(axes.flat, panels):
         claim_pairs = mine[mine["claim"] == claim]
-        for index, (pair, points) in enumerate(claim_pairs.groupby("pair", sort=False)):
+        groups = list(claim_pairs.groupby("pair", sort=False))
+        for index, (pair, points) in enumerate(groups):
             colour = f"C{index}"
+            dodge = 10 ** (0.04 * (index - (len(groups) - 1) / 2))  # a few per cent along the log axis
             points = points.sort_values("params")
-            ax.plot(points["params"], points["difference"], ":", color=colour, linewidth=1)
+            if points["budget"].nunique() >= 3:
+                ax.plot(points["params"] * dodge, points["difference"], ":", color=colour, linewidth=1)
             for point in points.itertuples():
                 low = point.difference - point.low if not math.isnan(point.low) else 0
                 high = point.high - point.difference if not math.isnan(point.high) else 0
-                ax.errorbar(point.params, point.difference, yerr=[[low], [high]], fmt=markers.get(point.budget, "o"),
-                            color=colour, capsize=3, label=f"{pair} ({point.budget})")
+                ax.errorbar(point.params * dodge, point.difference, yerr=[[low], [high]],
+                            fmt=markers.get(point.budget, "o"), color=colour, capsize=3, label=f"{pair} ({point.budget})")
             paper = points.dropna(subset=["paper_params", "paper_difference"])
             if len(paper):
-                ax.plot(paper["paper_params"].iloc[0], paper["paper_difference"].iloc[0], "*", color=colour,
+                ax.plot(paper["paper_params"].iloc[0] * dodge, paper["paper_difference"].iloc[0], "*", color=colour,
                         markersize=11, label=f"{pair} (paper)")
         ax.axhline(0, color="0.5", linewidth=0.8)
         ax.set_xscale("log")
         ax.set_xlabel("parameters")
-        ax.set_ylabel(f"difference in {claim_pairs['value'].iloc[0]}")
+        units = claim_pairs["unit"].dropna().astype(str)
+        unit = units.iloc[0] if len(units) and units.iloc[0] else claim_pairs["value"].iloc[0]
+        ax.set_ylabel(f"effect in {unit}" + (" (difference of mean log-perplexity)" if unit == "nats" else ""))
         ax.set_title(claim, fontsize=8)
         ax.legend(fontsize=6)
     mine_scales = other_scales(studies[study], budget)

@@ -28,12 +28,13 @@ def toy_study(**claim_fields) -> dict:
     claim = {"id": "a_beats_b", "statement": "A is below B.", "source": "Table 1", "table": "toy_t",
              "value": "test_ppl", "check": "less_than", "rows": [{"model": "a"}, {"model": "b"}],
              "per": {"dataset": ["ptb", "wt2"]}, **claim_fields}
+    value = claim["value"]  # test_ppl (judged in nats), or test_loss where a test reads the plain difference
     return {
         "study": "toy",
         "artifacts": {"t": {"notebook": "notebooks/t.py", "datasets": ["ptb", "wt2"], "models": ["a", "b", "c"],
                             "fractions": [100], "tables": ["toy_t"],
-                            "columns": {"toy_t": ["dataset", "model", "test_ppl", "test_ppl_samples",
-                                                  "paper_test_ppl", "seed"]},
+                            "columns": {"toy_t": ["dataset", "model", value, f"{value}_samples",
+                                                  f"paper_{value}", "seed"]},
                             "figures": []}},
         "budgets": {"paper": {"gpu_hours": 12}, "reduced": {"gpu_hours": 1}, "cpu": {"cpu_hours": 2},
                     "smoke": {"datasets": {"ptb": "synth_ptb", "wt2": "synth_wt2"}}},
@@ -122,7 +123,9 @@ def test_close_to_paper_with_one_seed():
     result = verdicts(close_study(), "paper", toy_table(a_ptb=64.5, a_wt2=75.5))
     held, missed = result["a_beats_b[dataset=ptb]"], result["a_beats_b[dataset=wt2]"]
     assert held["verdict"] == HELD and held["reason"] == "within ±3 of the paper's 62 (1 seed)"
-    assert held["difference"] == "+2.5" and held["samples"] == "1" and held["ours"] == "a 64.5"
+    # a perplexity's difference in nats, log(64.5 / 62), the points beside it
+    assert held["difference"] == "+0.03953" and held["difference_points"] == "+2.5" and held["unit"] == "nats"
+    assert held["samples"] == "1" and held["ours"] == "a 64.5"
     assert missed["verdict"] == NOT_HELD and missed["reason"] == "outside ±3 of the paper's 72 (1 seed)"
     assert held["paper_check"] == missed["paper_check"] == "n/a (compares ours with the paper's number)"
     # the tolerance is the check itself, so it counts at every budget, not only at the paper budget
@@ -135,7 +138,9 @@ def test_close_to_paper_with_seeds():
     """Every seed within: held; every seed outside: not held; seeds on both sides: inconclusive."""
     within = verdicts(close_study(), "cpu", seeded_table([60.0, 62.0, 64.0], [66.0]))["a_beats_b[dataset=ptb]"]
     assert within["verdict"] == HELD and within["reason"] == "within ±3 of the paper's 62 (3 seeds: every seed)"
-    assert within["spread"] == pytest.approx(2.0) and within["difference"] == "+0"
+    # mean log-perplexity minus log 62: (log 60 + log 62 + log 64) / 3 - log 62 = -0.000347
+    assert within["spread"] == pytest.approx(2.0) and within["difference"] == "-0.000347"
+    assert within["difference_points"] == "+0"
     outside = verdicts(close_study(), "cpu", seeded_table([66.0, 67.0, 65.5], [66.0]))["a_beats_b[dataset=ptb]"]
     assert outside["verdict"] == NOT_HELD and "3 seeds: every seed" in outside["reason"]
     mixed = verdicts(close_study(), "cpu", seeded_table([63.0, 66.0, 61.0], [66.0]))["a_beats_b[dataset=ptb]"]
@@ -192,26 +197,28 @@ def test_seed_rule_against_the_papers_number(samples, verdict):
     assert seed_verdict("close_to_paper", samples, 114.5, {"absolute": 3}) == verdict
 
 
-def seeded_table(a: list[float], b: list[float]) -> pd.DataFrame:
+def seeded_table(a: list[float], b: list[float], value: str = "test_ppl") -> pd.DataFrame:
     """A summary table as the notebooks write it: the mean, the per-seed values (<value>_samples)."""
     return pd.DataFrame([
-        {"dataset": dataset, "model": model, "test_ppl": sum(values) / len(values),
-         "test_ppl_samples": ";".join(map(repr, values)), "paper_test_ppl": paper}
+        {"dataset": dataset, "model": model, value: sum(values) / len(values),
+         f"{value}_samples": ";".join(map(repr, values)), f"paper_{value}": paper}
         for dataset in ("ptb", "wt2") for model, values, paper in (("a", a, 62.0), ("b", b, 66.0))])
 
 
 def test_verdicts_with_seeds_show_the_difference_and_the_spread():
-    result = verdicts(toy_study(), "cpu", seeded_table([60.0, 61.0, 62.0], [63.0, 64.0, 65.0]))
+    study = toy_study(value="test_loss")
+    result = verdicts(study, "cpu", seeded_table([60.0, 61.0, 62.0], [63.0, 64.0, 65.0], "test_loss"))
     row = result["a_beats_b[dataset=ptb]"]
     assert row["verdict"] == HELD and row["samples"] == "3 v 3"
     assert "3 seeds per row" in row["reason"] and row["ours"] == "a 61; b 64"
-    assert row["difference"] == "-3" and row["spread"] == pytest.approx(1.0)
-    assert row["interval_method"] == "Welch t" and row["interval"] == "[-4.741, -1.259]"  # ±2.131847 x sqrt(2/3)
-    assert row["paper_difference"] == "-4" and row["flags"] == ""
-    overlapping = verdicts(toy_study(), "cpu", seeded_table([60.0, 63.5, 62.0], [63.0, 64.0, 65.0]))
+    assert row["difference"] == "-3" and row["spread"] == pytest.approx(1.0) and row["unit"] == "test_loss"
+    # equal variances and seeds: Welch's df is exactly 4; ±2.131847 x sqrt(2/3)
+    assert row["interval_method"] == "Welch t (df 4)" and row["interval"] == "[-4.741, -1.259]"
+    assert row["paper_difference"] == "-4" and row["flags"] == "" and row["difference_points"] == ""
+    overlapping = verdicts(study, "cpu", seeded_table([60.0, 63.5, 62.0], [63.0, 64.0, 65.0], "test_loss"))
     assert overlapping["a_beats_b[dataset=ptb]"]["verdict"] == INCONCLUSIVE
     assert "its seeds overlap or its 90 % interval spans zero" in overlapping["a_beats_b[dataset=ptb]"]["reason"]
-    reversed_ = verdicts(toy_study(), "cpu", seeded_table([66.0, 67.0, 68.0], [63.0, 64.0, 65.0]))
+    reversed_ = verdicts(study, "cpu", seeded_table([66.0, 67.0, 68.0], [63.0, 64.0, 65.0], "test_loss"))
     assert reversed_["a_beats_b[dataset=ptb]"]["verdict"] == NOT_HELD
 
 
@@ -709,12 +716,12 @@ def scaled_study(**claim_fields) -> dict:
 def test_a_paired_claim_compares_each_seeds_difference():
     """Finetuning lowers every seed by 1.4, 3.1 and 1.6, but the seeds spread wider than that: pooled, the
     rows overlap (inconclusive); paired by seed, the claim holds, with the paired t interval."""
-    table = seeded_table([298.6, 306.9, 293.4], [300.0, 310.0, 295.0])
-    pooled = verdicts(toy_study(), "cpu", table)["a_beats_b[dataset=ptb]"]
-    assert pooled["verdict"] == INCONCLUSIVE and pooled["interval_method"] == "Welch t"
-    paired = verdicts(toy_study(paired=True), "cpu", table)["a_beats_b[dataset=ptb]"]
-    assert paired["verdict"] == HELD and paired["interval_method"] == "paired t"
-    assert "paired by seed" in paired["reason"] and "every per-seed difference" in paired["reason"]
+    table = seeded_table([298.6, 306.9, 293.4], [300.0, 310.0, 295.0], "test_loss")
+    pooled = verdicts(toy_study(value="test_loss"), "cpu", table)["a_beats_b[dataset=ptb]"]
+    assert pooled["verdict"] == INCONCLUSIVE and pooled["interval_method"].startswith("Welch t (df ")
+    paired = verdicts(toy_study(paired=True, value="test_loss"), "cpu", table)["a_beats_b[dataset=ptb]"]
+    assert paired["verdict"] == HELD and paired["interval_method"] == "paired t (df 2)"
+    assert "paired by seed" in paired["reason"] and "paired t interval (one-sided 5 %)" in paired["reason"]
     # -2.033 ± t(2) 2.919986 x sd 0.929 / sqrt(3)
     assert paired["difference"] == "-2.033" and paired["interval"] == "[-3.6, -0.4669]"
 
@@ -727,8 +734,9 @@ def test_a_budget_that_is_a_scale_of_another_is_testable_where_that_one_is():
 
 
 def test_a_claim_not_testable_at_a_scale_says_why_and_shows_its_effect():
-    study = scaled_study(not_testable={"cpu": "the paper's regime is overfitting; these models are capacity-limited"})
-    table = seeded_table([60.0, 61.0, 62.0], [63.0, 64.0, 65.0])
+    study = scaled_study(not_testable={"cpu": "the paper's regime is overfitting; these models are capacity-limited"},
+                         value="test_loss")
+    table = seeded_table([60.0, 61.0, 62.0], [63.0, 64.0, 65.0], "test_loss")
     for budget in ("cpu", "cpu_wide"):  # the second scale takes its base's reason
         row = verdicts(study, budget, table)["a_beats_b[dataset=ptb]"]
         assert row["verdict"] == NOT_TESTABLE and row["reason"].startswith("the paper's regime is overfitting")
@@ -756,11 +764,11 @@ def test_a_single_measurement_within_its_noise_is_not_testable():
 
 
 def test_fragile_flag_on_a_pair_decided_by_less_than_one_seed_deviation():
-    table = seeded_table([1.600, 1.604, 1.608, 1.612, 1.6156], [1.6160, 1.620, 1.624, 1.628, 1.632])
-    row = verdicts(toy_study(), "cpu", table)["a_beats_b[dataset=ptb]"]
+    table = seeded_table([1.600, 1.604, 1.608, 1.612, 1.6156], [1.6160, 1.620, 1.624, 1.628, 1.632], "test_loss")
+    row = verdicts(toy_study(value="test_loss"), "cpu", table)["a_beats_b[dataset=ptb]"]
     assert row["verdict"] == HELD and row["flags"] == FRAGILE
     assert row["flag_notes"].startswith("fragile: a - b: closest seeds 0.0004 apart, seed-to-seed sd 0.00")
-    clear = verdicts(toy_study(), "cpu", seeded_table([60.0, 61.0, 62.0], [63.0, 64.0, 65.0]))
+    clear = verdicts(toy_study(value="test_loss"), "cpu", seeded_table([60.0, 61.0, 62.0], [63.0, 64.0, 65.0], "test_loss"))
     assert clear["a_beats_b[dataset=ptb]"]["flags"] == ""
 
 
@@ -779,14 +787,14 @@ def test_flags_for_runs_still_improving_or_capped(tmp_path):
     """Row a's runs were still falling 0.2 % an epoch when they stopped; row b's ran to their cap of 4."""
     from rnnrepro.analysis.run_endings import run_endings
 
-    study = {**toy_study(), "models": {"a": {}, "b": {}, "c": {}}}
+    study = {**toy_study(value="test_loss"), "models": {"a": {}, "b": {}, "c": {}}}
     config = {"budget": "cpu", "seeds": [1, 2, 3]}
     for seed in (1, 2, 3):
         write_toy_run(tmp_path, "a", seed, [5.0 - 0.002 * e for e in range(1, 11)], cap=100)
         write_toy_run(tmp_path, "b", seed, [5.0, 4.8, 4.9, 4.95], cap=4)
     runs = run_endings({"toy": study}, config, tmp_path)
     assert len(runs) == 6
-    table = seeded_table([60.0, 61.0, 62.0], [63.0, 64.0, 65.0])
+    table = seeded_table([60.0, 61.0, 62.0], [63.0, 64.0, 65.0], "test_loss")
     row = {r["claim"]: r for r in evaluate_study(study, config, {"toy_t": table}, runs=runs)}["a_beats_b[dataset=ptb]"]
     assert row["flags"] == f"{STILL_IMPROVING}, {CAPPED}"
     assert "still improving: a 3/3 seeds, val perplexity falling 0.2 %/epoch" in row["flag_notes"]
@@ -886,8 +894,9 @@ def readme_card(budget: str) -> pd.DataFrame:
     """A hand-written rendered scorecard: one verdict from real data, one from exact counts, one not tested."""
     base = {column: "" for column in COLUMNS}
     rows = [{**base, "study": "toy", "claim": "a_beats_b[dataset=ptb]", "statement": "A is below B.", "verdict": HELD,
-             "paper": "a 62; b 66", "ours": "a 61; b 64", "difference": "-3", "paper_difference": "-4",
-             "interval": "[-4.741, -1.259]", "flags": FRAGILE, "budget": budget, "data": "real",
+             "paper": "a 62; b 66", "ours": "a 61; b 64", "difference": "-0.04802", "paper_difference": "-0.06252",
+             "interval": "[-0.0771, -0.0189]", "unit": "nats", "ratio": "0.768", "ratio_interval": "[0.302, 1.23]",
+             "mde": "0.0218", "flags": FRAGILE, "budget": budget, "data": "real",
              "other_scale": "cpu_wide" if budget == "cpu" else "", "other_scale_verdict": NOT_YET_RUN if budget == "cpu" else ""},
             {**base, "study": "toy", "claim": "counts", "statement": "Sizes order.", "verdict": HELD, "budget": budget,
              "data": COUNTED},
@@ -902,8 +911,8 @@ def test_readme_section_lists_each_verdict_from_real_data():
     text = section({"cpu": readme_card("cpu"), "reduced": readme_card("reduced")})
     assert text.startswith("Of the 6 scorecard rows of these budgets, 2 have a verdict from real data "
                            "(1 at `cpu`, 1 at `reduced`):")
-    assert ("| A is below B. (`a_beats_b`, cpu; dataset=ptb) | a 62; b 66 | a 61; b 64 | -3 (paper -4) | "
-            "[-4.741, -1.259] | held | fragile | cpu_wide: not yet run |") in text
+    assert ("| A is below B. (`a_beats_b`, cpu; dataset=ptb) | a 62; b 66 | a 61; b 64 | -0.04802 (paper -0.06252) "
+            "nats | [-0.0771, -0.0189] | 0.768 [0.302, 1.23] | 0.0218 | held | fragile | cpu_wide: not yet run |") in text
     assert "Decided from exact parameter counts, without training: 1 at `cpu`, 1 at `reduced`." in text
 
 
@@ -933,3 +942,6 @@ def test_readme_section_shows_the_other_scales_effect():
     card.loc[0, ["other_scale_verdict", "other_scale_difference", "other_scale_interval"]] = [
         HELD, "-0.05", "[-0.07, -0.03]"]
     assert "| held | fragile | cpu_wide: held, -0.05 [-0.07, -0.03] |" in section({"cpu": card})
+    # the other scale's flags are kept beside its effect
+    card.loc[0, "other_scale_flags"] = f"{FRAGILE}, {STILL_IMPROVING}"
+    assert "| held | fragile | cpu_wide: held, -0.05 [-0.07, -0.03] (fragile, still improving) |" in section({"cpu": card})

@@ -93,6 +93,9 @@ def test_targets_the_workflow_makes_pass(studies):
     ("results/runs/pru/ptb/lstm_m1000/frac100/seed1111/metric.json", "paper", "no rule makes 'metric.json'"),
     ("results/runs/prx/ptb/lstm_m1000/frac100/seed1111/metrics.json", "paper", "no study 'prx' at budget paper"),
     ("results/cpu/tables/pru_table3.csv", "cpu", "artifact pru_table3 is not built at budget cpu (its `omit:`"),
+    ("results/cpu/tables/lrn_calibration.csv", "cpu",
+     "artifact lrn_calibration is not built at budget cpu (config/studies/lrn.yaml builds it at budgets paper, "
+     "paper_start, smoke only)"),
     ("alll", "paper", "alll: no rule and no file of that name; the nearest rules: all"),
     ("results/claims_by_budget.png", "paper", "drawn by `python -m rnnrepro.records render --budget <budget>"),
     ("results/cpu_wide/tables/nlstm_test.csv", "cpu_wide", "study nlstm has no budget cpu_wide (its budgets: "),

@@ -14,11 +14,13 @@ from rnnrepro.analysis.run_endings import improving_pct_per_epoch, run_ending
 from rnnrepro.cells import FUSED, LOOP, implementation
 
 
-def test_t_quantiles_round_the_degrees_of_freedom_down():
-    assert effects.t_quantile(2) == pytest.approx(2.919986)
-    assert effects.t_quantile(2.9) == effects.t_quantile(2)       # never narrower than the exact interval
-    assert effects.t_quantile(0.4) == effects.t_quantile(1)
-    assert effects.t_quantile(500) == effects.t_quantile(30) == pytest.approx(1.697261)
+def test_t_quantiles_at_exact_degrees_of_freedom():
+    """Student's 0.95 quantile as any table prints it at whole df, and at the fractional df Welch's
+    interval uses (scipy.stats.t.ppf(0.95, 2.5) = 2.5582186141359, worked outside this project)."""
+    assert effects.t_quantile(2) == pytest.approx(2.919986, abs=1e-6)
+    assert effects.t_quantile(2.5) == pytest.approx(2.5582186141359, abs=1e-9)
+    assert effects.t_quantile(2) > effects.t_quantile(2.5) > effects.t_quantile(3)
+    assert effects.t_quantile(500) < effects.t_quantile(30) == pytest.approx(1.697261, abs=1e-6)
 
 
 def test_welch_interval_worked_by_hand():
@@ -32,14 +34,16 @@ def test_welch_interval_worked_by_hand():
 
 
 def test_unequal_variances_use_welch_satterthwaite_degrees_of_freedom():
-    # variances 0.0025... and 4: df = (v1/3 + v2/3)^2 / ((v1/3)^2/2 + (v2/3)^2/2) is about 2.0 -> t(2)
+    # variances 0.0025 and 4: df = (v1/3 + v2/3)^2 / ((v1/3)^2/2 + (v2/3)^2/2) = 2.0025, not rounded to 2;
+    # scipy.stats.ttest_ind(equal_var=False).confidence_interval(0.9): [-6.319892629035, 0.419892629035]
     first, second = [1.0, 1.05, 1.1], [2.0, 4.0, 6.0]
     v1, v2 = 0.0025, 4.0
     error = math.sqrt(v1 / 3 + v2 / 3)
     freedom = error ** 4 / ((v1 / 3) ** 2 / 2 + (v2 / 3) ** 2 / 2)
-    assert 2 <= freedom < 3
     effect = effects.independent(first, second)
-    assert effect.high - effect.difference == pytest.approx(2.919986 * error)
+    assert effect.freedom == pytest.approx(freedom) == pytest.approx(2.0024999990234, abs=1e-9)
+    assert (effect.low, effect.high) == pytest.approx((-6.319892629035, 0.419892629035), abs=1e-9)
+    assert effect.high - effect.difference < 2.919986 * error     # narrower than at df 2
 
 
 def test_the_rank_rule_and_the_interval_must_agree():

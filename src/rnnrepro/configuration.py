@@ -407,6 +407,10 @@ def _check_references(study: dict, source: str) -> None:
             if model not in models:
                 problems.append(f"artifacts.{name}.models: unknown model {model!r}")
         problems += _listed_twice(f"artifacts.{name}", artifact)
+        for budget_name in artifact.get("budgets", []):
+            if budget_name not in study["budgets"]:
+                problems.append(f"artifacts.{name}.budgets: {budget_name!r} is not a budget of this study "
+                                f"(have: {', '.join(study['budgets'])})")
     for recipe in study.get("dataset_recipes", {}):
         if recipe not in recipes:
             problems.append(f"dataset_recipes.{recipe}: unknown recipe")

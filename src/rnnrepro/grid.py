@@ -75,7 +75,7 @@ class Cell:
 
 def studies_with_budget(studies: dict, budget: str) -> dict:
     """The studies whose files define ``budget`` (every study defines the four main budgets; a second
-    scale of one, like ``cpu_wide``, only some). None: an error naming the budget."""
+    scale of one, like ``cpu_wide``, and ``paper_start`` only some). None: an error naming the budget."""
     kept = {name: study for name, study in studies.items() if budget in study["budgets"]}
     if not kept:
         raise ConfigError(f"budget {budget!r}: none of the studies {', '.join(studies)} defines it "
@@ -120,12 +120,14 @@ def train_file(corpus: str, fraction: int) -> str:
 
 
 def artifacts(study: dict, config: dict) -> list[str]:
-    """The study's artifacts the current budget builds (all but those its `omit` leaves out; none when
-    the study file has no entry for the budget, as for a second scale that only some studies have)."""
+    """The study's artifacts the current budget builds (all but those its `omit` leaves out, and those
+    whose own `budgets` do not name it; none when the study file has no entry for the budget, as for a
+    second scale that only some studies have)."""
     if config["budget"] not in study["budgets"]:
         return []
     omitted = set(budget_of(study, config).get("omit", []))
-    return [name for name in study["artifacts"] if name not in omitted]
+    return [name for name, spec in study["artifacts"].items()
+            if name not in omitted and config["budget"] in spec.get("budgets", [config["budget"]])]
 
 
 def artifact_spec(study: dict, config: dict, artifact: str) -> dict:

@@ -3,9 +3,9 @@
 ``python -m rnnrepro.records readme`` replaces the text between the two markers in README.md
 (:data:`BEGIN`, :data:`END`) with :func:`section`: a count of the scorecard's rows with a verdict from real
 data per budget, then one table row per such verdict (exact parameter counts aside, counted in a line),
-each with the paper's numbers and ours, the effect (ours and the paper's), its 90 % interval, the
-verdict, the flags and, where the study has one, the verdict, effect and interval at the budget's
-other scale. It reads
+each with the paper's numbers and ours, the effect (ours and the paper's; nats for a perplexity), its
+90 % interval, the ratio ours / paper, the minimum detectable effect, the verdict, the flags and, where
+the study has one, the verdict, effect, interval and flags at the budget's other scale. It reads
 ``<results>/tables/claims.csv`` of every recorded budget (``records/<budget>``) that is not another
 scale of one (those are shown beside theirs). ``--check`` writes nothing and fails when the README
 differs; the test suite runs it on the repository's records.
@@ -44,7 +44,15 @@ def _claim_text(row) -> str:
 
 
 def _effect(row) -> str:
-    return f"{_cell(row.difference)} (paper {_cell(row.paper_difference)})"
+    unit = " nats" if _cell(getattr(row, "unit", "")) == "nats" else ""
+    return f"{_cell(row.difference)} (paper {_cell(row.paper_difference)}){unit}"
+
+
+def _ratio(row) -> str:
+    ratio, interval = _cell(getattr(row, "ratio", "")), _cell(getattr(row, "ratio_interval", ""))
+    if not ratio or set(ratio.split("; ")) == {"n/a"}:
+        return ""
+    return ratio + (f" {interval}" if interval and set(interval.split("; ")) != {"n/a"} else "")
 
 
 def section(cards: dict[str, pd.DataFrame]) -> str:
@@ -58,18 +66,22 @@ def section(cards: dict[str, pd.DataFrame]) -> str:
                  f"verdict from real data ({per_budget}):")
     lines.append("")
     with_other = any(card["other_scale"].fillna("").astype(str).str.len().gt(0).any() for card in real.values())
-    header = ["claim", "paper", "ours", "effect: ours (paper)", "90 % interval", "verdict", "flags"]
+    header = ["claim", "paper", "ours", "effect: ours (paper)", "90 % interval", "ours / paper", "MDE (80 % power)",
+              "verdict", "flags"]
     if with_other:
         header.append("other scale")
     lines.append("| " + " | ".join(header) + " |")
     lines.append("|" + "---|" * len(header))
     for rows in real.values():
         for row in rows.itertuples():
+            mde = _cell(getattr(row, "mde", ""))
             cells = [_claim_text(row), _cell(row.paper), _cell(row.ours), _effect(row), _cell(row.interval),
-                     row.verdict, _cell(row.flags)]
+                     _ratio(row), "" if set(mde.split("; ")) <= {"n/a", ""} else mde, row.verdict, _cell(row.flags)]
             if with_other:
                 other = _cell(row.other_scale)
                 effect = " ".join(t for t in (_cell(row.other_scale_difference), _cell(row.other_scale_interval)) if t)
+                flags = _cell(row.other_scale_flags)
+                effect += f" ({flags})" if flags else ""
                 cells.append(f"{other}: {_cell(row.other_scale_verdict)}" + (f", {effect}" if effect else "")
                              if other else "")
             lines.append("| " + " | ".join(_cell(c) for c in cells) + " |")

@@ -166,6 +166,8 @@ def scorecard_rows(card: pd.DataFrame, studies: dict[str, dict]) -> list[dict]:
             "source": _text(row.source), "paper": _text(row.paper), "ours": _text(row.ours),
             "difference": _text(row.difference), "paper_difference": _text(row.paper_difference),
             "interval": _text(row.interval), "interval_method": _text(row.interval_method),
+            "unit": _text(row.unit), "ratio": _text(row.ratio), "ratio_interval": _text(row.ratio_interval),
+            "mde": _text(row.mde), "underpowered": _text(row.underpowered),
             "flags": [f for f in _text(row.flags).split(", ") if f], "flag_notes": _text(row.flag_notes),
             "scale": _text(row.scale), "seeds": _text(row.samples),
             "other_scale": _text(row.other_scale), "other_verdict": _text(row.other_scale_verdict),

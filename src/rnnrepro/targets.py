@@ -174,8 +174,10 @@ def problems(targets: list[str], studies: dict, budget: str, budgets: list[str],
                        f"render --budget <budget> ...`, from the scorecards there are, not by a rule")
         elif path in omitted_outputs(studies, owner):
             study, artifact = omitted_outputs(studies, owner)[path]
-            problem = (f"{target}: artifact {study}_{artifact} is not built at budget {owner} (its `omit:` in "
-                       f"config/studies/{study}.yaml); other budgets build it")
+            only = studies[study]["artifacts"][artifact].get("budgets")
+            why = (f"its `omit:` in config/studies/{study}.yaml); other budgets build it" if only is None or owner in only
+                   else f"config/studies/{study}.yaml builds it at budgets {', '.join(only)} only)")
+            problem = f"{target}: artifact {study}_{artifact} is not built at budget {owner} ({why}"
         elif (named := re.match(r"[a-z][a-z0-9]*", PurePosixPath(path).name)) and _study_problem(
                 target, named.group(0), studies, owner, list(study_files)):
             problem = _study_problem(target, named.group(0), studies, owner, list(study_files))

@@ -75,7 +75,8 @@ with config_errors_stop_the_workflow():
     export_custom_cells(config["custom_cells"], CUSTOM_SOURCE)
     # every budget's outputs are known from these (a target of another budget is named as such)
     EVERY_BUDGETS_STUDIES = STUDIES
-    # A second scale of a budget (cpu_wide) exists only in the study files that define it.
+    # A second scale of a budget (cpu_wide), or a budget of a few studies (paper_start), exists only in
+    # the study files that define it.
     STUDIES = grid.studies_with_budget(STUDIES, config["budget"])
 
 # tf32 where the jobs run on a CPU computes exactly what fp32 does (no TF32 there): its cells are fp32's,

@@ -6,10 +6,11 @@ gets one verdict:
 
 - ``held`` / ``not held`` / ``inconclusive`` by the decision rule below (at the ``paper`` budget a
   held claim also needs every row within the claim's ``tolerance`` of the paper's number);
-- ``not testable at this scale``, with the reason: the claim is about a regime the budget's models do
-  not reach, or a number its grid cannot form (the claim's ``not_testable``), its rows differ in a way
-  that makes the comparison measure something else (``alike``), or a value measured once differs by
-  less than its noise (``noise_floor``); the effect is shown all the same;
+- ``not testable at this scale``, with the reason: the compared models do not keep the paper's ratio of
+  recurrent parameters or its output head (rnnrepro.analysis.comparability), the claim is about a regime
+  the budget's models do not reach, or a number its grid cannot form (the claim's ``not_testable``), its
+  rows differ in a way that makes the comparison measure something else (``alike``), or a value measured
+  once differs by less than its noise (``noise_floor``); the effect is shown all the same;
 - ``not tested``, with the reason: a row trained on synthetic data (the smoke budget), a budget the
   claim lists as unable to answer it (quoting the GPU-hours that would), a row the budget's grid
   leaves out, or a table that could not be built (the reason why).
@@ -17,17 +18,23 @@ gets one verdict:
 A budget that is another scale of one (``scale_of: cpu`` in the study file: ``cpu_wide``) can answer
 what that one can, and its scorecard's effects are shown beside that one's (:func:`beside_other_scales`).
 
-Effects and the decision rule (rnnrepro.analysis.effects). A check is split into the pairs of rows it
-needs (``less_than``: the two rows; ``increasing``: each row and the next; ``lowest``: the first row
-and each other one). Each pair's effect is the first row's mean minus the second's with a 90 % interval
-over seeds: Welch's t interval for rows trained from their own seeds, a paired t interval on the
-per-seed differences where the claim is ``paired`` (both rows read from the same seed's model). A pair
-goes *below* (or *above*) when every seed of the first row is below (above) every seed of the second
-(paired: every per-seed difference has that sign) *and* its interval lies wholly on that side of zero;
-otherwise it *overlaps*. ``held`` when every pair goes the claimed way, ``not held`` when some pair
-goes the other way, ``inconclusive`` otherwise. With one sample per row the two numbers decide and the
-verdict says "1 seed"; a value that is not a training outcome (an exact parameter count, a speed
-measurement) has one sample by nature.
+Effects and the decision rule (rnnrepro.analysis.effects, docs/claims.md). A check is split into the
+pairs of rows it needs (``less_than``: the two rows; ``increasing``: each row and the next; ``lowest``:
+the first row and each other one). A perplexity claim's effects are in nats: each seed's perplexity is
+taken as its log, so a pair's effect is the difference of mean log-perplexity, beside the paper's (the
+log of its perplexity ratio) and the ratio of the two. Each pair's effect is the first row's mean
+minus the second's with a 90 % interval over seeds: Welch's t interval at the exact Welch-Satterthwaite
+degrees of freedom for rows trained from their own seeds, a paired t interval on the per-seed
+differences where the claim is ``paired`` (both rows read from the same seed's model); a claim on a
+median over all runs compares medians, by ranks. Independent rows go *below* (or *above*) when every
+seed of the first row is below (above) every seed of the second *and* the interval lies wholly on that
+side of zero; paired rows when their interval does; medians when every run is beyond every run;
+otherwise the pair *overlaps*. ``held`` when every pair goes the claimed way (and the size the claim
+states, ``size``, is met), ``not held`` when some pair goes the other way (or the size is missed),
+``inconclusive`` otherwise, saying whether the seeds could have found the paper's effect (its minimum
+detectable effect). With one sample per row the two numbers decide and the verdict says "1 seed"; a
+value that is not a training outcome (an exact parameter count, a speed measurement) has one sample by
+nature.
 
 Flags beside a verdict: ``fragile`` (a decided pair whose closest seeds are nearer than one
 seed-to-seed standard deviation), ``still improving`` and ``capped`` (a run behind a row ended with its
@@ -35,12 +42,14 @@ validation loss still falling, or at its recipe's epoch cap; rnnrepro.analysis.r
 
 ``close_to_paper`` compares one row with a number, its own paper value, not rows with each other: it
 is ``held`` when every seed is within the claim's ``tolerance`` of the paper's number, ``not held``
-when every seed is outside it, ``inconclusive`` when the seeds fall on both sides; the difference
-beside it is our mean minus the paper's number.
+when every seed is outside it, ``inconclusive`` when the seeds fall on both sides (the tolerance in the
+value's own unit); the difference beside it is our mean minus the paper's number (for a perplexity, in
+nats, with the points in ``difference_points``).
 
 The same check is also run on the paper's own numbers (``paper_check``), which catches a claim that
-misreads its source. No torch here: the scorecard reads CSV tables, and the run folders' small files
-for its flags.
+misreads its source. No weights and no training here: the scorecard reads CSV tables, the run folders'
+small files for its flags, and counts the compared models' recurrent parameters from the study file
+(a cell with no formula is built on torch's meta device, rnnrepro.sizing).
 """
 
 from __future__ import annotations
@@ -49,13 +58,14 @@ import difflib
 import itertools
 import math
 import os
+import statistics
 from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
 
 from .. import console, grid
-from . import effects, run_endings
+from . import comparability, effects, run_endings
 from ..configuration import ConfigError
 from ..data.autocomplete import AUTOCOMPLETE_DATASETS
 from ..data.registry import DATASETS
@@ -75,12 +85,15 @@ OTHER_SCALE_COLUMNS = ["other_scale", "other_scale_verdict", "other_scale_differ
                        "other_scale_flags", "other_scale_params"]
 # the verdict beside the claim's id, then what it rests on
 COLUMNS = ["study", "claim", "verdict", "statement", "source", "table", "value", "paper", "ours", "reason",
-           "difference", "paper_difference", "interval", "interval_method", "flags", "flag_notes", "spread",
+           "difference", "paper_difference", "interval", "interval_method", "unit", "ratio", "ratio_interval",
+           "significant_same_direction", "paper_in_interval", "mde", "underpowered", "size_check",
+           "difference_points", "flags", "flag_notes", "spread",
            "samples", "params", "paper_params", "scale", "paper_check", "budget", "data", "seeds",
            *OTHER_SCALE_COLUMNS]
 #: one row per compared pair of a claim (the effect figures read it): claims_effects.csv
 EFFECT_COLUMNS = ["study", "claim", "pair", "value", "budget", "verdict", "params", "paper_params", "difference",
-                  "low", "high", "method", "paper_difference", "flags"]
+                  "low", "high", "method", "paper_difference", "flags", "unit", "ratio", "ratio_low", "ratio_high",
+                  "mde"]
 # check kind -> the pairs (indices into the claim's rows) it needs, and the way each must go
 BELOW, ABOVE, OVERLAP = effects.BELOW, effects.ABOVE, effects.OVERLAP
 # The data of a claim on an artifact that trains nothing (exact parameter counts of the paper's models):
@@ -291,17 +304,40 @@ def samples_of(table: pd.DataFrame, selector: dict, column: str, where: str) -> 
     return None if value is None else [value]
 
 
-def compare(first: list[float], second: list[float], paired: bool = False) -> str:
+def compare(first: list[float], second: list[float], paired: bool = False, by_median: bool = False) -> str:
     """BELOW, ABOVE or OVERLAP for two rows' samples (the module docstring's decision rule)."""
-    return effects.direction(pair_effect(first, second, paired))
+    return effects.direction(pair_effect(first, second, paired, by_median))
 
 
-def pair_effect(first: list[float], second: list[float], paired: bool = False) -> effects.Effect:
-    """The effect of one compared pair: paired (per-seed differences) where the claim says so and both
-    rows have one sample per seed, else independent rows."""
+def pair_effect(first: list[float], second: list[float], paired: bool = False,
+                by_median: bool = False) -> effects.Effect:
+    """The effect of one compared pair: medians where the claim's value is a median over runs, paired
+    (per-seed differences) where the claim says so and both rows have one sample per seed, else
+    independent rows."""
+    if by_median:
+        return effects.medians(first, second)
     if paired and len(first) == len(second) and len(first) > 1:
         return effects.paired(first, second)
     return effects.independent(first, second)
+
+
+#: the unit of a perplexity claim's effects: the difference of mean log-perplexity (mean loss in nats)
+NATS = "nats"
+
+
+def is_perplexity(value: str) -> bool:
+    """Whether a claim's value is a perplexity (``test_ppl``, ``val_ppl``): its effects are in nats."""
+    return value.endswith("_ppl") or value == "ppl"
+
+
+def is_median(value: str) -> bool:
+    """Whether a claim's value is a median over all runs (``median_epochs``): rows compare medians."""
+    return value.startswith("median")
+
+
+def measure(value: str):
+    """The scale a claim's effects are taken on: log for a perplexity (nats), else the value itself."""
+    return (lambda v: math.log(v) if v > 0 else math.nan) if is_perplexity(value) else (lambda v: v)
 
 
 def pairs_needed(kind: str, rows: int) -> list[tuple[int, int, str]]:
@@ -322,7 +358,7 @@ def pairs_needed(kind: str, rows: int) -> list[tuple[int, int, str]]:
 
 
 def seed_verdict(kind: str, samples: list[list[float]], reference: float | None = None,
-                 tolerance: dict | None = None, paired: bool = False) -> str:
+                 tolerance: dict | None = None, paired: bool = False, by_median: bool = False) -> str:
     """HELD, NOT_HELD or INCONCLUSIVE for these per-row samples (the module docstring's decision rule).
     ``reference``: the paper's number (``closer_to_paper``, ``close_to_paper``); ``tolerance``: how
     near it counts as close (``close_to_paper``); ``paired``: sample i of every row is seed i's."""
@@ -331,7 +367,7 @@ def seed_verdict(kind: str, samples: list[list[float]], reference: float | None 
         return HELD if all(within) else NOT_HELD if not any(within) else INCONCLUSIVE
     if kind == "closer_to_paper":
         samples = [[abs(v - reference) for v in row] for row in samples]
-    ways = [(compare(samples[a], samples[b], paired), way) for a, b, way in pairs_needed(kind, len(samples))]
+    ways = [(compare(samples[a], samples[b], paired, by_median), way) for a, b, way in pairs_needed(kind, len(samples))]
     return _verdict_of(ways)
 
 
@@ -572,7 +608,7 @@ def evaluate_case(study: dict, config: dict, table: pd.DataFrame, case: Case,
     kind = claim["check"]
     paper_column = case.paper_column
     samples = [samples_of(table, row, claim["value"], where) for row in case.rows]
-    ours = [None if s is None else sum(s) / len(s) for s in samples]
+    ours = [None if s is None else _summary(s, is_median(claim["value"])) for s in samples]
     found = [select(table, row, paper_column, where) if paper_column in table.columns else math.nan
              for row in case.rows]
     paper = [math.nan if v is None else v for v in found]
@@ -581,13 +617,13 @@ def evaluate_case(study: dict, config: dict, table: pd.DataFrame, case: Case,
         reference = select(table, case.paper_row, paper_column, where)
     if kind == "close_to_paper":
         reference = found[0]
-    row = {"study": study["study"], "claim": case.id, "statement": claim["statement"], "source": claim["source"],
+    row = {**{column: "" for column in COLUMNS},
+           "study": study["study"], "claim": case.id, "statement": claim["statement"], "source": claim["source"],
            "table": claim["table"], "value": claim["value"], "budget": budget, "data": data, "seeds": seeds,
            "paper": (f"{_label(claim['paper_row'])} {_number(reference)}" if case.paper_row is not None
                      else _describe(case, paper)),
            "ours": _describe(case, [math.nan if v is None else v for v in ours]),
-           "difference": "", "paper_difference": "", "interval": "", "interval_method": "", "flags": "",
-           "flag_notes": "", "spread": math.nan, "samples": "", "params": math.nan, "paper_params": math.nan,
+           "flags": "", "flag_notes": "", "spread": math.nan, "samples": "", "params": math.nan, "paper_params": math.nan,
            "scale": scale(study, config, case, table),
            "paper_check": _paper_check(kind, found), "pairs": []}
 
@@ -608,43 +644,77 @@ def evaluate_case(study: dict, config: dict, table: pd.DataFrame, case: Case,
         return verdict(NOT_TESTED, f"no paper number for {_label(paper_row)} in {claim['table']}")
 
     counts = [len(s) for s in samples]
-    paired = bool(claim.get("paired"))
+    paired, by_median = bool(claim.get("paired")), is_median(claim["value"])
+    perplexity, to_unit = is_perplexity(claim["value"]), measure(claim["value"])
     artifact = _artifact_of(study, claim["table"])
     behind = [_runs_behind(runs, study, artifact, table, selector) for selector in case.rows]
     dataset = case.per.get("dataset") or next((r["dataset"] for r in case.rows if "dataset" in r), None)
     row_params = [_our_params(table, selector, runs_) for selector, runs_ in zip(case.rows, behind)]
     row_paper_params = [_paper_params(study, table, selector, dataset) for selector in case.rows]
+    measured = [[to_unit(v) for v in s] for s in samples]
     if kind == "close_to_paper":
-        pairs = [("ours - paper", effects.against_number(samples[0], reference), math.nan, 0, 0)]
+        pairs = [("ours - paper", effects.against_number(measured[0], to_unit(reference)), math.nan, 0, 0,
+                  _mean_of(samples[0]) - reference)]
     else:
-        compared = [[abs(v - reference) for v in s] for s in samples] if kind == "closer_to_paper" else samples
-        pairs = [(_pair_label(claim, a, b), pair_effect(compared[a], compared[b], paired),
-                  paper[a] - paper[b] if kind != "closer_to_paper" else math.nan, a, b)
+        compared, points = measured, samples
+        if kind == "closer_to_paper":
+            compared = [[abs(v - to_unit(reference)) for v in s] for s in measured]
+            points = [[abs(v - reference) for v in s] for s in samples]
+        pairs = [(_pair_label(claim, a, b), pair_effect(compared[a], compared[b], paired, by_median),
+                  to_unit(paper[a]) - to_unit(paper[b]) if kind != "closer_to_paper" else math.nan, a, b,
+                  _summary(points[a], by_median) - _summary(points[b], by_median))
                  for a, b, _ in pairs_needed(kind, len(samples))]
+    beside = [effects.against_paper(e, p) for _, e, p, *_ in pairs]
     fragile = [label for label, effect, *_ in pairs if kind != "close_to_paper" and effects.is_fragile(effect)]
     notes = ([(FRAGILE, "; ".join(f"{label}: closest seeds {effects.number(e.margin).lstrip('+')} apart, "
                                   f"seed-to-seed sd {e.noise:.3g}" for label, e, *_ in pairs if label in fragile))]
              if fragile else []) + _flag_notes(claim, behind)
-    methods = sorted({effect.method for _, effect, *_ in pairs})
+    methods = sorted({_method_text(effect) for _, effect, *_ in pairs})
+    joined = lambda values: "; ".join(values)
+    size = claim.get("size")
+    sizes = [(effects.relative_size(e, _mean_of(samples[b]), perplexity), label)
+             for label, e, _, a, b, _ in pairs] if size and kind not in ("close_to_paper", "closer_to_paper") else []
+    size_outcomes = [effects.size_outcome(relative, size["relative"], size["within"]) for relative, _ in sizes]
     row.update(samples=" v ".join(map(str, counts)), spread=_spread(samples),
-               difference="; ".join(effects.number(e.difference) for _, e, *_ in pairs),
-               paper_difference="; ".join(effects.number(p) for _, _, p, *_ in pairs),
-               interval=("; ".join(effects.interval_text(e) for _, e, *_ in pairs)
+               difference=joined(effects.number(e.difference) for _, e, *_ in pairs),
+               paper_difference=joined(effects.number(p) for _, _, p, *_ in pairs),
+               interval=(joined(effects.interval_text(e) for _, e, *_ in pairs)
                          if any(e.has_interval for _, e, *_ in pairs) else effects.interval_text(pairs[0][1])),
-               interval_method=", ".join(methods), flags=", ".join(flag for flag, _ in notes),
+               interval_method=", ".join(methods), unit=NATS if perplexity else claim["value"],
+               ratio=joined(_plain(b.ratio) for b in beside),
+               ratio_interval=joined("n/a" if math.isnan(b.ratio_low) else
+                                     f"[{_plain(b.ratio_low)}, {_plain(b.ratio_high)}]" for b in beside),
+               significant_same_direction=joined(b.significant for b in beside),
+               paper_in_interval=joined(b.inside for b in beside),
+               mde=joined(_plain(e.mde) for _, e, *_ in pairs), underpowered=joined(b.underpowered for b in beside),
+               size_check=joined(size_outcomes),
+               difference_points=joined(effects.number(pair[5]) for pair in pairs) if perplexity else "",
+               flags=", ".join(flag for flag, _ in notes),
                flag_notes=" | ".join(f"{flag}: {text}" for flag, text in notes),
                params=_mean_of(row_params), paper_params=_mean_of(row_paper_params))
     row["pairs"] = [{"pair": label, "params": _mean_of([row_params[a], row_params[b]]),
                      "paper_params": _mean_of([row_paper_params[a], row_paper_params[b]]),
                      "difference": e.difference, "low": e.low, "high": e.high, "method": e.method,
-                     "paper_difference": p, "flags": row["flags"]} for label, e, p, a, b in pairs]
+                     "paper_difference": p, "flags": row["flags"], "unit": row["unit"], "ratio": against.ratio,
+                     "ratio_low": against.ratio_low, "ratio_high": against.ratio_high, "mde": e.mde}
+                    for (label, e, p, a, b, _), against in zip(pairs, beside)]
 
-    untestable = [reason for reason in (_declared_untestable(study, claim, budget), _alike_problem(table, case),
+    scale_dataset = dataset if dataset not in (None, EVERY_DATASET) else next(
+        iter(grid.artifact_spec(study, config, artifact).get("datasets", [])), None)
+    compared_pairs = [(a, b) for a, b, _ in pairs_needed(kind, len(samples))] if kind != "close_to_paper" else []
+    paper_models = data == COUNTED or grid.artifact_spec(study, config, artifact).get("speed")
+    unlike = (None if paper_models or scale_dataset is None
+              else comparability.problem(study, config, case.rows, compared_pairs, table, scale_dataset, _matches))
+    untestable = [reason for reason in (_declared_untestable(study, claim, budget), unlike, _alike_problem(table, case),
                                         _noise_problem(claim, case, samples)) if reason]
     if untestable:
         return verdict(NOT_TESTABLE, "; and ".join(untestable))
     relation = SYMBOLS.get(kind, kind.replace("_", " "))
-    outcome = seed_verdict(kind, samples, reference, claim.get("tolerance"), paired)
+    if kind == "close_to_paper":
+        outcome = seed_verdict(kind, samples, reference, claim.get("tolerance"))
+    else:
+        outcome = seed_verdict(kind, measured, to_unit(reference) if reference is not None else None,
+                               claim.get("tolerance"), paired, by_median)
     devices = sorted({str(d) for d in table["device"].dropna()}) if "device" in table.columns else []
     evidence = (f"one measurement on {', '.join(devices)}" if devices and max(counts) == 1 else
                 "exact counts" if data == COUNTED else "1 seed" if max(counts) == 1 else
@@ -653,14 +723,26 @@ def evaluate_case(study: dict, config: dict, table: pd.DataFrame, case: Case,
         evidence += ", paired by seed"
     if kind == "close_to_paper":
         return verdict(outcome, _closeness_reason(outcome, reference, claim["tolerance"], counts[0]))
-    every = "every per-seed difference" if paired else "every seed"
+    unit_text = f" {NATS}" if perplexity else ""
+    rule = _rule_text(pairs[0][1]) if max(counts) > 1 else ""
     if outcome == NOT_HELD:
-        return verdict(NOT_HELD, f"the check ({relation}) fails on our numbers ({evidence}: {every} of a needed "
-                                 f"pair the other way, its 90 % interval too)" if max(counts) > 1 else
+        return verdict(NOT_HELD, f"the check ({relation}) fails on our numbers ({evidence}: a needed pair goes the "
+                                 f"other way by {rule})" if max(counts) > 1 else
                        f"the check ({relation}) fails on our numbers ({evidence})")
     if outcome == INCONCLUSIVE:
-        return verdict(INCONCLUSIVE, f"a needed pair is undecided ({evidence}): its seeds overlap or its 90 % "
-                                     f"interval spans zero, the difference within the seed-to-seed spread")
+        return verdict(INCONCLUSIVE, f"a needed pair is undecided ({evidence}): "
+                       + ("its runs overlap" if by_median else "its seeds overlap or its 90 % interval spans zero")
+                       + "; " + _power_text(pairs, unit_text))
+    if sizes:
+        texts = [f"{label}: by {_percent(rel[0])}"
+                 + ("" if math.isnan(rel[1]) else f" [{_percent(rel[1])}, {_percent(rel[2])}]") for rel, label in sizes]
+        stated = f"the paper's about {_percent(size['relative'])} ± {size['within'] * 100:g} points"
+        if "not held" in size_outcomes:
+            return verdict(NOT_HELD, f"the check ({relation}) holds ({evidence}), but not the size it states: "
+                                     f"{'; '.join(texts)}, outside {stated}")
+        if "inconclusive" in size_outcomes:
+            return verdict(INCONCLUSIVE, f"the check ({relation}) holds ({evidence}), its size undecided: "
+                                         f"{'; '.join(texts)}, straddling {stated}")
     tolerance = claim.get("tolerance")
     if budget == "paper" and tolerance:
         outside = [f"{_label(r)} {_number(o)} against the paper's {_number(p)}"
@@ -670,8 +752,57 @@ def evaluate_case(study: dict, config: dict, table: pd.DataFrame, case: Case,
                                      + "; ".join(outside))
         return verdict(HELD, f"the check ({relation}) holds ({evidence}), every row within "
                              f"±{_tolerance_text(tolerance)} of the paper")
+    sized = (f", and the size: {'; '.join(texts)}, within {stated}" if sizes else "")
     return verdict(HELD, f"the check ({relation}) holds ({evidence}" +
-                   (f": {every} of each needed pair, and each pair's 90 % interval)" if max(counts) > 1 else ")"))
+                   (f": each needed pair by {rule})" if max(counts) > 1 else ")") + sized)
+
+
+def _summary(values: list[float], by_median: bool) -> float:
+    """A row's mean, or its median where the claim's value is a median over all runs."""
+    return statistics.median(values) if by_median else _mean_of(values)
+
+
+def _plain(value: float) -> str:
+    return "n/a" if value is None or math.isnan(value) else f"{value:.3g}"
+
+
+def _percent(value: float) -> str:
+    return f"{value * 100:+.1f} %"
+
+
+def _method_text(effect: effects.Effect) -> str:
+    """The interval's method with its degrees of freedom (exact, Welch-Satterthwaite's for Welch)."""
+    if effect.method in (effects.INDEPENDENT, effects.PAIRED) and not math.isnan(effect.freedom):
+        return f"{effect.method} (df {effect.freedom:.3g})"
+    return effect.method
+
+
+def _rule_text(effect: effects.Effect) -> str:
+    """The decision rule a pair was decided by, with its one-sided false-positive rate."""
+    if effect.method == effects.PAIRED:
+        return "its 90 % paired t interval (one-sided 5 %)"
+    if effect.method == effects.MEDIANS:
+        return f"every run beyond every run of the other row (ranks, one-sided level {effect.level:.2g})"
+    return (f"every seed beyond every seed of the other row (one-sided level {effect.level:.2g}) and its "
+            f"90 % Welch interval (one-sided 5 %)")
+
+
+def _power_text(pairs: list, unit: str) -> str:
+    """Whether the undecided pairs could have found the paper's effect: MDE at 80 % power against it."""
+    parts = []
+    for label, effect, paper, *_ in pairs:
+        if effects.direction(effect) != effects.OVERLAP:
+            continue
+        if math.isnan(effect.mde):
+            parts.append(f"{label}: no minimum detectable effect (no interval)")
+        elif math.isnan(paper):
+            parts.append(f"{label}: minimum detectable effect {_plain(effect.mde)}{unit} (the paper gives no effect)")
+        else:
+            state = "underpowered" if effect.mde > abs(paper) else "powered"
+            relation = ">" if effect.mde > abs(paper) else "<="
+            parts.append(f"{label}: {state} against the paper's effect (minimum detectable effect at 80 % power "
+                         f"{_plain(effect.mde)}{unit} {relation} |{_plain(paper)}|{unit})")
+    return "; ".join(parts) if parts else "the difference within the seed-to-seed spread"
 
 
 def _closeness_reason(outcome: str, paper: float, tolerance: dict, seeds: int) -> str:

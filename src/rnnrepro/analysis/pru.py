@@ -12,9 +12,8 @@
   vary; the RU saving is relative to a one-layer LSTM of the same sizes, 4M(N + M) + 8M parameters.
 - Figure 1 (``fig1_curves`` / ``fig1_summary``): per-epoch train and validation perplexity of the
   Table 1 standard-dropout cells (their ``history.csv``; no training of its own).
-- Calibration (``calibration_table``): Zaremba et al. (2014)'s non-regularized 2 x 200 and regularized
-  2 x 650 LSTMs on PTB trained by this project's trainer in their recipes, our perplexities beside
-  their Table 1's.
+- Calibration (``calibration_table``, from :mod:`.calibration`): Zaremba et al. (2014)'s LSTMs and the
+  AWD-LSTM on PTB trained by this project's trainer in their recipes, our perplexities beside theirs.
 - Figure 4 (``embedding_variance``): variance of the learned word embeddings per part-of-speech
   category. Departure/assumption: the paper does not say how the variance is taken nor how words get
   a category. We take, for every word type, the variance across the dimensions of its vector, and
@@ -38,6 +37,7 @@ import pandas as pd
 
 from .. import grid
 from ..cells.counting import lstm_params
+from .calibration import NAMES as CALIBRATION_NAMES, calibration_table  # noqa: F401 (the notebook's names)
 from .results import in_order, paper_values, read_cells, summarise_seeds
 from .run_files import read_history, read_metrics
 
@@ -260,33 +260,6 @@ def fig1_summary(histories: pd.DataFrame) -> pd.DataFrame:
     columns = ["dataset", "corpus", "model", "cell", "M", "seed", "epochs", "best_epoch", "best_val_ppl",
                "train_ppl_at_best", "gap_at_best", "budget"]
     return table[columns].sort_values(["dataset", "cell", "M"]).reset_index(drop=True)
-
-
-CALIBRATION_NAMES = {"zaremba_small": "Zaremba et al.'s small LSTM (2 x 200)",
-                     "zaremba_medium": "Zaremba et al.'s medium LSTM (2 x 650, dropout 0.5)"}
-
-
-def calibration_table(cells: pd.DataFrame, histories: pd.DataFrame, study: dict) -> pd.DataFrame:
-    """The calibration artifact's table, one row per (dataset, model): the final validation and test
-    perplexity (the weights the recipe scores, ``scored_epoch``: the best validation epoch's, or the
-    last epoch's under `score: final`; read with the test batch size: the test split as one stream, as
-    the authors' run_test), the last epoch's validation perplexity (read as the recipe's validation
-    streams, as their run_valid), the parameters, epochs and training minutes, beside the paper's
-    numbers."""
-    last = (histories.sort_values("epoch").groupby(["dataset", "model", "seed"]).tail(1)
-            [["dataset", "model", "seed", "val_ppl"]].rename(columns={"val_ppl": "last_epoch_val_ppl"}))
-    # runs from before `score` existed scored their best epoch
-    scored = cells["scored_epoch"] if "scored_epoch" in cells else cells["best_epoch"]
-    cells = cells.merge(last, on=["dataset", "model", "seed"], how="left").assign(
-        train_minutes=cells["train_seconds"] / 60, scored_epoch=scored.fillna(cells["best_epoch"]).to_numpy())
-    keys = ["dataset", "corpus", "model", "budget", "params"]
-    table = summarise_seeds(cells, keys, ["val_ppl", "test_ppl"])
-    means = (cells.groupby(keys, sort=False)[["epochs", "scored_epoch", "train_minutes", "last_epoch_val_ppl"]]
-             .mean().reset_index())
-    table = table.merge(means, on=keys, how="left").merge(paper_values(study, "calibration"),
-                                                           on=["dataset", "model"], how="left")
-    spec = study["artifacts"]["calibration"]
-    return in_order(table, {"dataset": spec["datasets"], "model": spec["models"]})
 
 
 # --- Figure 4 ----------------------------------------------------------------------------------------
