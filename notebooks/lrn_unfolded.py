@@ -63,11 +63,16 @@ for metrics_file in metrics_files:
                              "activation": result["activation"], "sentence": number, "position": position,
                              "token": corpus.vocab[token], "weight_to_last": weight})
     panels.append((cfg["model"], result["activation"]))
+    budget = cfg.get("budget", "")
 table = pd.DataFrame(rows)
 save(table, tables[0])
 table.head()
 
 # %%
+from rnnrepro.analysis.plotting import data_label
+
+budget_words = (f"{budget} budget, " if budget else "") + \
+    f"{data_label(table['dataset'].iloc[0], table['corpus'].iloc[0])} test sentences"
 fig, axes = plt.subplots(len(panels), 1, figsize=(12, 1.2 + 0.6 * sentences * len(panels)), squeeze=False)
 for ax, (model_id, activation) in zip(axes[:, 0], panels):
     part = table[table["model"] == model_id]
@@ -77,9 +82,9 @@ for ax, (model_id, activation) in zip(axes[:, 0], panels):
     image = ax.imshow(matrix, aspect="auto", cmap="viridis")
     for (number, position), token in part.set_index(["sentence", "position"])["token"].items():
         ax.text(position, number, token, ha="center", va="center", fontsize=7, color="white")
-    ax.set_title(f"LRN with g = {activation}: unit-averaged w(k → last) in layer 1")
+    ax.set_title(f"LRN with g = {activation}: unit-averaged w(k → last) in layer 1, {budget_words}")
     ax.set_ylabel("test sentence")
     ax.set_xlabel("token position k")
-    fig.colorbar(image, ax=ax)
+    fig.colorbar(image, ax=ax, label="w(k → last), averaged over units")
 fig.tight_layout()
 save_figure(fig, figures[0])

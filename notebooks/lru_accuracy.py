@@ -41,8 +41,8 @@ table[["dataset", "unit", "hidden_size", "params", "seeds", "test_loss", "test_l
 # One row per dataset. Left and middle: validation loss (what early stopping and the best epoch go by)
 # and test loss after every epoch (the paper's curves plot the test loss after every epoch, as the
 # authors' char.py records it): the mean over seeds (line) and their range (band) while every seed
-# runs, then each longer run alone; a dot ends a run that stopped by itself, an open triangle one its
-# epoch cap stopped. The first epochs run off the top, so that the ends can be told apart. Right: each
+# runs (a bar where it ends because a seed stopped), then each longer run alone; a square ends a run that
+# stopped by itself, an open triangle one its epoch cap stopped. The first epochs run off the top, so that the ends can be told apart. Right: each
 # unit's test loss (at its best validation epoch) against GRU's, in percent, ours per seed beside the
 # paper's (read off its figures; only beside runs on the real dataset): the comparisons the claims make,
 # on one scale whatever the models' sizes.
@@ -78,7 +78,7 @@ def plot_curves(units: list[str], path: str, title: str) -> None:
             top = runs.loc[runs["epoch"] == fifth, column].max()
             bottom = runs[column].min()
             ax.set_ylim(bottom - 0.05 * (top - bottom), top)
-            ax.set(xlabel="epoch", ylabel=f"{split} (nats/char)", title=f"{data_label(dataset, corpus)}: {split}")
+            ax.set(xlabel="epoch", ylabel=f"{split} (nats/char)", title=f"{data_label(dataset, corpus)}:\n{split}")
             ax.xaxis.set_major_locator(MaxNLocator(integer=True))
             ax.grid(color="0.93")
         rows = table[(table["dataset"] == dataset) & table["cell"].isin(units)]
@@ -94,10 +94,12 @@ def plot_curves(units: list[str], path: str, title: str) -> None:
         paper_rows(row_axes[2], paper_rel, order, offset=0.22)
         row_axes[2].axhline(0, color="0.6", linewidth=0.8, zorder=1)
         row_axes[2].set(ylabel=f"test loss against {labels[baseline]} (%)",
-                        title=f"each unit against {labels[baseline]}: ours and the paper's")
+                        title=f"each unit against {labels[baseline]}:\nours and the paper's" if paper.notna().any()
+                        else f"each unit against {labels[baseline]}:\nours (no paper value for this data)")
         tidy_rows_axis(row_axes[2])
     shown_paper = table["paper_test_loss"].notna() & (table["corpus"] == table["dataset"])
-    handles = axes[0][0].get_legend_handles_labels()[0] + end_marker_legend() + compare_handles(
+    handles = axes[0][0].get_legend_handles_labels()[0] + end_marker_legend(mean_ends=bool(
+        histories.groupby(["dataset", "cell", "seed"])["epoch"].max().groupby(["dataset", "cell"]).nunique().gt(1).any())) + compare_handles(
         capped=bool(cells["capped"].any()), paper=bool(shown_paper.any()), colour="0.3")
     fig.legend(handles=handles, loc="lower center", ncol=min(len(handles), 6), fontsize=9,
                bbox_to_anchor=(0.5, -0.01))

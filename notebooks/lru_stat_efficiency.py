@@ -29,6 +29,8 @@ tables = ["results/tables/lru_stat_efficiency.csv"]
 figures = ["results/figures/lru_stat_efficiency.png", "results/figures/lru_variant_stat_efficiency.png"]
 
 # %%
+from pathlib import Path
+
 from rnnrepro.analysis import lru
 from rnnrepro.analysis.notebook import save, save_figure, setup
 from rnnrepro.analysis.plotting import counted
@@ -47,12 +49,17 @@ table[["dataset", "unit", "fraction", "train_tokens", "seeds", "test_loss", "tes
 # %%
 import matplotlib.pyplot as plt
 
+from rnnrepro.analysis.plotting import dataset_words, text_figure
+
 datasets = [d for d in study_config["artifacts"][artifact]["datasets"] if d in set(table["dataset"])]
 names, colours = lru.unit_labels(table), lru.unit_colours(table)  # with any cell of your own
+budget = table["budget"].iloc[0]
+seeds = cells.groupby(["dataset", "model", "fraction"])["seed"].nunique()
+count = counted(seeds.min(), "seed") if seeds.min() == seeds.max() else f"{seeds.min()}-{seeds.max()} seeds"
 
 
 def plot_efficiency(units: list[str], path: str, title: str) -> None:
-    fig, axes = plt.subplots(1, len(datasets), figsize=(5.6 * len(datasets) + 2, 4), squeeze=False)
+    fig, axes = plt.subplots(1, len(datasets), figsize=(5.6 * len(datasets) + 2.4, 4.2), squeeze=False)
     for ax, dataset in zip(axes[0], datasets):
         part = table[table["dataset"] == dataset]
         for unit in units:
@@ -70,13 +77,16 @@ def plot_efficiency(units: list[str], path: str, title: str) -> None:
             ax.plot(paper["fraction"], paper["paper_test_loss"], "--", marker="D", markerfacecolor="none",
                     markersize=5, color=colour, alpha=0.7)
         corpus = part["corpus"].iloc[0]
-        ax.set_title(dataset if corpus == dataset else f"{dataset} (stand-in corpus {corpus})")
+        ax.set_title(dataset_words(dataset) if corpus == dataset else
+                     f"{dataset_words(dataset)} (stand-in corpus {corpus})")
         ax.set_xlabel("% of the training split")
         ax.set_ylabel("test loss (nats/char)")
         ax.set_xticks(sorted(set(part["fraction"]) | set(part.dropna(subset=["paper_test_loss"])["fraction"])))
         ax.grid(color="0.93")
+    one_seed = seeds.max() == 1
     handles = axes[0][0].get_legend_handles_labels()[0] + [
-        plt.Line2D([], [], color="0.3", linestyle="-", marker="o", markersize=4, label="ours: seeds, mean")]
+        plt.Line2D([], [], color="0.3", linestyle="-", marker="o", markersize=4,
+                   label="ours: the one seed" if one_seed else "ours: each seed (dots), their mean (line)")]
     if table["paper_test_loss"].notna().any():
         handles.append(plt.Line2D([], [], color="0.3", linestyle="--", marker="D", markerfacecolor="none",
                                   markersize=4, label="the paper"))
@@ -86,14 +96,22 @@ def plot_efficiency(units: list[str], path: str, title: str) -> None:
         handles.append(plt.Line2D([], [], marker="o", color="0.3", markerfacecolor="white", linestyle="none",
                                   label="open: stopped by its epoch cap"))
     axes[0][-1].legend(handles=handles, fontsize=8, loc="center left", bbox_to_anchor=(1.02, 0.5))
-    seeds = cells.groupby(["dataset", "model", "fraction"])["seed"].nunique()
-    count = counted(seeds.min(), "seed") if seeds.min() == seeds.max() else f"{seeds.min()}-{seeds.max()} seeds"
-    fig.suptitle(f"{title} ({table['budget'].iloc[0]} budget, {count} per point)")
+    fig.suptitle(f"Statistical efficiency: {title}\n({budget} budget, {count} per point)")
     fig.tight_layout()
     save_figure(fig, path)
 
 
-# a cell of your own (docs/custom_cells.md) joins the model comparison
-plot_efficiency(lru.MODEL_COMPARISON + lru.added_units(table), figures[0],
-                "Statistical efficiency: LRU against LSTM, GRU, Grid LSTM, RHN")
-plot_efficiency(lru.VARIANT_COMPARISON, figures[1], "Statistical efficiency: GRU, PS-LRU, RG-LRU, LRU")
+# a cell of your own (docs/custom_cells.md) joins the model comparison; a comparison whose trained units
+# the first figure already draws says so instead of drawing it again
+plans = lru.comparison_figures(table, {figures[0]: lru.MODEL_COMPARISON + lru.added_units(table),
+                                       figures[1]: lru.VARIANT_COMPARISON}, budget)
+for plan in plans:
+    if plan["same_as"]:
+        save_figure(text_figure(
+            f"Statistical efficiency of the LRU variants against GRU: at the {budget} budget only "
+            f"{' and '.join(plan['trained'])} are trained, which the model comparison figure above "
+            f"({Path(plan['same_as']).name.split('.')[0]}) draws"
+            + (f"; {', '.join(plan['absent'])} are not trained at this budget." if plan["absent"] else ".")),
+            plan["figure"])
+    else:
+        plot_efficiency(plan["units"], plan["figure"], plan["title"])

@@ -16,7 +16,7 @@
 # Drawn from the Table 1 cells' `history.csv` (no training of its own). Training perplexity is
 # exp(mean training cross entropy over the epoch's batches, dropout on), as the authors' log; after
 # the NT-ASGD switch validation uses the averaged weights. One line per run (seed), in its model's
-# colour; a dot ends a run that stopped by its own rule, an open triangle one its epoch cap stopped.
+# colour; a square ends a run that stopped by its own rule, an open triangle one its epoch cap stopped.
 # Models are named by the paper's sizes; the title gives the budget's. The table holds each run's best
 # validation perplexity, the training perplexity of that epoch and the gap. The paper gives no numbers
 # for this figure. Under the smoke budget the models are tiny and trained on synthetic stand-ins.

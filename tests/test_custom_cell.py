@@ -284,7 +284,7 @@ def test_the_words_say_how_the_cell_stands_beside_each_baseline(custom):
     pru = load_study("pru", custom_cells=custom, custom_source="examples/mgu.yaml")
     claims = {c["id"]: c["statement"] for c in pru["claims"]}
     assert claims["mgu_vs_lstm_m1000"] == (
-        "The added cell mgu reaches a lower test_ppl than lstm_m1000 (mgu is sized to lstm_m1000's parameter count, "
+        "The added cell mgu reaches a lower test perplexity than lstm_m1000 (mgu is sized to lstm_m1000's parameter count, "
         "trained in lstm_m1000's recipe (standard) but lr 10, as examples/mgu.yaml asks).")
     assert "sized to lstm_m1000's parameter count, not to pru_g4_k2_m1400's" in claims["mgu_vs_pru_g4_k2_m1400"]
     # at the baseline's width, as a config may ask: said in the claim, and the model keeps that width

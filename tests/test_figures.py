@@ -2,6 +2,8 @@
 back from the axes: one line per run, never one line through several seeds; models named in words;
 runs their epoch cap stopped drawn open; ours and the paper's compared on one scale."""
 
+import re
+
 import matplotlib
 
 matplotlib.use("Agg")
@@ -53,7 +55,7 @@ def test_pru_figure_1_draws_one_line_per_run_never_one_through_several_seeds():
             assert lengths == sorted(expected * 2)
         # the run its epoch cap stopped ends in an open triangle, the others in dots
         ends = [line for line in panels["PRU"].get_lines() if len(line.get_xdata()) == 1]
-        assert sorted(line.get_marker() for line in ends) == [">", "o", "o"]
+        assert sorted(line.get_marker() for line in ends) == sorted([">", plotting.STOPPED_MARKER, plotting.STOPPED_MARKER])
         assert [line.get_xdata()[0] for line in ends if line.get_marker() == ">"] == [9]
         legend = [text.get_text() for text in panels["PRU"].get_legend().get_texts()]
         assert "PRU g=4 M=1400" in legend and "pru_g4_k2_m1400" not in legend
@@ -145,3 +147,53 @@ def test_a_log_axis_is_labelled_with_plain_numbers_however_narrow_its_range(low,
         assert [t.get_text() for t in ax.get_yticklabels(minor=True) if t.get_text()] == []
     finally:
         plt.close(fig)
+
+
+# ---------------------------------------------------------------- what each figure draws, against its words
+
+def test_the_nlstm_convergence_marks_are_the_scorecards_own_values():
+    """The marks stand at the value the claim "at first" compares (the mean over the first quarter of
+    training, the column the claim names), not at the loss of one check."""
+    from rnnrepro.analysis.autocomplete import EARLY_CLAIM, early_marks, early_validation_loss
+
+    study = load_study("nlstm")
+    iterations = np.arange(0, 801, 50)
+    curves = pd.concat([pd.DataFrame({"model": model, "seed": seed, "iteration": iterations,
+                                      "val_loss": 2 + scale * np.exp(-iterations / 150) + 0.01 * seed})
+                        for model, scale in (("gru_2x600", 3.0), ("lstm_2x600", 4.0), ("nlstm_1x600_d2", 2.0))
+                        for seed in (1, 2)], ignore_index=True)
+    table = early_validation_loss(curves)
+    marks = early_marks(table, curves, study).set_index("model")
+    column = next(c["value"] for c in study["claims"] if c["id"] == EARLY_CLAIM)
+    assert set(marks["column"]) == {column}
+    for model, mark in marks.iterrows():
+        assert mark["value"] == pytest.approx(table.loc[table["model"] == model, column].iloc[0])
+        assert mark["value"] != pytest.approx(table.loc[table["model"] == model, "early_val_loss_mean"].iloc[0])
+        assert (mark["start"], mark["end"]) == (0, 200)  # from the first check to a quarter of 800 iterations
+
+
+@pytest.mark.parametrize("trained", [["gru", "lru"], ["lstm", "gru", "grid_lstm", "rhn", "ps_lru", "rg_lru", "lru"]])
+def test_the_two_lru_efficiency_figures_differ_and_draw_every_unit_their_titles_name(trained):
+    from rnnrepro.analysis import lru
+
+    table = pd.DataFrame({"cell": trained, "model": [f"{c}_10m" for c in trained], "test_loss": 1.3})
+    plans = lru.comparison_figures(table, {"model.png": lru.MODEL_COMPARISON, "variant.png": lru.VARIANT_COMPARISON},
+                                   "cpu")
+    for plan, units in zip(plans, (lru.MODEL_COMPARISON, lru.VARIANT_COMPARISON)):
+        named = plan["title"].split(" (")[0]   # what the title says is drawn; the rest says what is not
+        in_title = {unit for unit, label in lru.UNIT_LABELS.items()
+                    if re.search(rf"(?<![-\w]){re.escape(label)}(?![-\w])", named)}
+        assert in_title == set(plan["units"]) or plan["same_as"], plan
+        assert set(plan["units"]) <= set(trained)
+        assert all(lru.UNIT_LABELS[unit] in plan["title"] for unit in units if unit not in trained)
+    first, second = plans
+    assert first["units"] == [u for u in lru.MODEL_COMPARISON if u in trained]
+    # never the same image twice: the second draws its own units, or says the first already draws them
+    assert second["units"] != first["units"]
+    assert bool(second["same_as"]) == (set(trained) == {"gru", "lru"})
+
+
+@pytest.mark.parametrize("rates, drawn", [((0.4, 0.5), {0.4: True, 0.5: True}), ((0.4,), {0.4: True, 0.5: False})])
+def test_the_dropout_figure_draws_every_rate_trained_and_names_the_rest(rates, drawn):
+    table = pd.DataFrame({"dropout": list(rates), "model": ["lstm_m1000", "lstm_m1000_do05"][:len(rates)]})
+    assert pru.dropout_rates(load_study("pru"), table) == drawn

@@ -2,6 +2,7 @@
 person reads, the verdicts' classes and counts (rnnrepro.results_page, rnnrepro.analysis.notebook)."""
 
 import copy
+import re
 
 import pandas as pd
 import pytest
@@ -73,6 +74,100 @@ def test_a_wrong_run_config_is_named(run_config, said, capsys):
     with pytest.raises(SystemExit) as stopped:
         main(["--run-config", run_config])
     assert stopped.value.code == 2 and said in capsys.readouterr().err
+
+
+# ---------------------------------------------------------------- the page in words
+
+STUDY_NAMES = ["pru", "nlstm", "lru", "lrn"]
+
+
+def _scorecard(studies: dict) -> pd.DataFrame:
+    """A scorecard with a row per claim of the studies: the headline claims decided (in turn held, not
+    held, inconclusive), two exact-count checks held, every other claim not tested."""
+    from rnnrepro.analysis.claims import COLUMNS
+
+    rows, verdicts = [], [HELD, NOT_HELD, INCONCLUSIVE]
+    for name, study in studies.items():
+        for number, claim in enumerate(study["claims"]):
+            row = dict.fromkeys(COLUMNS, "")
+            row.update(study=name, claim=f"{claim['id']}[dataset=ptb]", statement=claim["statement"],
+                       source=claim["source"], table=claim["table"], value=claim["value"], data="real",
+                       verdict=NOT_TESTED, reason="not testable at this budget (cpu): needs budget paper",
+                       seeds="1111,1112,1113", budget="cpu")
+            if claim.get("headline"):
+                row.update(verdict=verdicts[number % 3], difference="-3.268", paper_difference="-3.87",
+                           samples="3 v 3", reason="the check")
+            elif claim["id"] == "more_levels_fewer_ru_params":   # checked on exact counts, no training
+                row.update(verdict=HELD, data=COUNTED, difference="+1.8e+05; +1.35e+05; +7.98e+04",
+                           ours="1,True,released 2.885e+06; 2,True,released 2.705e+06; 3,True,released 2.57e+06; "
+                                "4,True,released 2.49e+06")
+            rows.append(row)
+    return pd.DataFrame(rows)
+
+
+@pytest.fixture
+def page(tmp_path, monkeypatch):
+    """The cpu results page built from a hand-written scorecard in an empty results tree."""
+    from rnnrepro.configuration import load_study
+    from rnnrepro.results_page import build
+
+    studies = {name: load_study(name) for name in STUDY_NAMES}
+    card = _scorecard(studies)
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "results/cpu/tables").mkdir(parents=True)
+    card.to_csv(tmp_path / "results/cpu/tables/claims.csv", index=False)
+    path = build({"budget": "cpu", "seeds": [1111, 1112, 1113], "studies": STUDY_NAMES})
+    return tmp_path / path, studies, card
+
+
+def test_every_study_names_headline_claims():
+    from rnnrepro.configuration import load_study
+
+    for name in STUDY_NAMES:
+        assert any(claim.get("headline") for claim in load_study(name)["claims"]), name
+
+
+def test_count_checks_are_apart_from_trained_verdicts_and_read_as_numbers(page):
+    path, studies, card = page
+    html = path.read_text()
+    assert html.count('<tr class="claim ') == len(card)       # every row of claims.csv, some folded
+    assert "<li>K = 1: 2,885,000</li>" in html and "+180,000; +135,000; +79,800" in html
+    assert "2.885e+06" not in html and "1,True,released" not in html
+    assert "Checks of the paper&#39;s arithmetic" in html and "Verdicts from training" in html
+    assert html.count('<details class="fold">') == len(STUDY_NAMES)   # one fold per paper: one reason here
+    assert "Checks of the paper&#39;s arithmetic (exact parameter counts, no training): 1 of 1 held." in html
+    headline = sum(bool(c.get("headline")) for s in studies.values() for c in s["claims"])
+    tiles = re.findall(r'<a class="tile [^"]+" href="#scorecard"><span class="n">(\d+)</span>([^<]+)', html)
+    assert [(int(n), word) for n, word in tiles[:4]] == [
+        (sum(v == verdict for v in card.loc[card["data"] != COUNTED, "verdict"]), verdict)
+        for verdict in (HELD, NOT_HELD, INCONCLUSIVE, NOT_TESTABLE)]
+    assert sum(int(n) for n, _ in tiles[:4]) == headline and (int(tiles[4][0]), tiles[4][1]) == (1, HELD)
+
+
+def test_the_first_screen_names_every_papers_headline_claims_and_their_verdicts(page, tmp_path):
+    """In a 1400 x 1000 window, without scrolling: each headline claim's statement and its verdict."""
+    from headless_browser import MISSING, HeadlessChromium, chromium_executable
+
+    if chromium_executable() is None:
+        pytest.skip(MISSING)
+    path, studies, card = page
+    expected = {row.statement: row.verdict for row in card.itertuples()
+                if any(c.get("headline") and c["statement"] == row.statement for c in studies[row.study]["claims"])}
+    assert len(expected) >= len(STUDY_NAMES)
+    with HeadlessChromium(tmp_path / "chromium-profile", width=1400, height=1000) as browser:
+        browser.open(path.as_uri())
+        browser.wait_for("document.querySelector('.papers') !== null", "the papers' paragraphs")
+        shown = browser.evaluate("""[...document.querySelectorAll('.papers .headline > li')].map(li => {
+            const a = li.querySelector('a'), badge = li.querySelector('.badge');
+            return [a.innerText, a.getBoundingClientRect().bottom, badge.innerText,
+                    badge.getBoundingClientRect().bottom, badge.getBoundingClientRect().height]; })""")
+        browser.screenshot(tmp_path / "first-screen.png")
+    found = {text: (bottom, verdict, badge_bottom, height) for text, bottom, verdict, badge_bottom, height in shown}
+    for statement, verdict in expected.items():
+        assert statement in found, statement
+        bottom, shown_verdict, badge_bottom, height = found[statement]
+        assert shown_verdict == verdict and max(bottom, badge_bottom) <= 1000, (statement, found[statement])
+        assert height < 30, f"the verdict pill of {statement!r} wraps"
 
 
 @pytest.fixture

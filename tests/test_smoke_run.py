@@ -24,7 +24,7 @@ from conftest import copy_project, snakemake
 from headless_browser import MISSING, HeadlessChromium, chromium_executable
 
 from rnnrepro.analysis import lru, table_formats
-from rnnrepro.analysis.claims import HELD, NOT_HELD, NOT_TESTED, declared_columns
+from rnnrepro.analysis.claims import COUNTED, HELD, NOT_HELD, NOT_TESTED, declared_columns
 from rnnrepro.analysis.claims import outputs as claims_outputs
 from rnnrepro.analysis.notebook import readable
 from rnnrepro.configuration import REPO_ROOT, load_study
@@ -293,10 +293,13 @@ def test_the_results_page_loads_offline_with_every_image_and_one_row_per_claim(s
         assert figures <= {alt for alt, _ in images}, figures - {alt for alt, _ in images}
         assert all(width > 0 for _, width in images), [alt for alt, width in images if not width]
         tiles = browser.evaluate("[...document.querySelectorAll('.tile')].map(t => t.innerText)")
-        counts = card["verdict"].value_counts()
-        for verdict in (HELD, NOT_HELD, NOT_TESTED):
-            lines = [[line.strip() for line in t.splitlines() if line.strip()] for t in tiles]
-            assert [str(counts.get(verdict, 0)), verdict] in [ls[:2] for ls in lines], (verdict, tiles)
+        lines = [[line.strip() for line in t.splitlines() if line.strip()] for t in tiles]
+        # verdicts from training first, then the checks of the paper's arithmetic (exact counts), then not tested
+        counted = card["data"] == COUNTED
+        trained = card.loc[~counted & (card["verdict"] != NOT_TESTED), "verdict"].value_counts()
+        assert [ls[:2] for ls in lines[:2]] == [[str(trained.get(v, 0)), v] for v in (HELD, NOT_HELD)], tiles
+        assert lines[4][:2] == [str(int((counted & (card["verdict"] == HELD)).sum())), HELD], tiles
+        assert lines[-1][:2] == [str(int((card["verdict"] == NOT_TESTED).sum())), NOT_TESTED], tiles
         # the verdicts are on the first screen
         top = browser.evaluate("document.querySelector('.tile').getBoundingClientRect().bottom")
         assert top < 1000

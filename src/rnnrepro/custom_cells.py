@@ -495,6 +495,14 @@ def add_footing(study: dict, artifact: str, metrics_files: list[str], table_file
         write_text_atomic(Path(path), table.to_csv(index=False))
 
 
+#: the values the studies' claims read, in words for the claims a cell of your own adds
+VALUE_WORDS = {"test_ppl": "test perplexity", "val_ppl": "validation perplexity",
+               "test_loss": "test loss (nats per character)", "median_epochs": "median number of epochs to its best",
+               "test_cross_entropy_mean": "test cross entropy", "early_val_area_mean": "early validation loss",
+               "mean_entropy": "mean next-token entropy", "lm_ratio": "language-model step time",
+               "layer_ratio": "layer step time"}
+
+
 def _claims(study: dict, name: str, artifact: str, baselines: list[str], better: str, source: str) -> list[dict]:
     """One claim per baseline and per (table, value) the study's claims read in this artifact's tables."""
     tables = study["artifacts"][artifact]["tables"]
@@ -512,8 +520,8 @@ def _claims(study: dict, name: str, artifact: str, baselines: list[str], better:
             taken.add(claim_id)
             claim = {
                 "id": claim_id,
-                "statement": f"The added cell {name} reaches a {better} {value} than {baseline} "
-                             f"({standing(study, name, baseline)}).",
+                "statement": f"The added cell {name} reaches a {better} {VALUE_WORDS.get(value, value.replace('_', ' '))} "
+                             f"than {baseline} ({standing(study, name, baseline)}).",
                 "source": f"{source} custom_cells.{name} (the new cell against each baseline of {artifact})",
                 "table": table,
                 "value": value,

@@ -135,3 +135,21 @@ def example_predictions(model_file: Path | str, observations: int, max_chars: in
             "predicted": [classes[i] for i in predicted[:length, column].tolist()],
         })
     return examples
+
+
+#: the claim read "at first", and the share of training it averages over (early_validation_loss)
+EARLY_CLAIM, EARLY_SHARE = "nlstm_converges_faster_at_first", 1 / 4
+
+
+def early_marks(table: pd.DataFrame, curves: pd.DataFrame, study: dict) -> pd.DataFrame:
+    """What the convergence figure marks per model: the value the scorecard reads "at first" from (the
+    column its claim names, a mean over seeds) drawn as a level from the first check to the end of the
+    share of training it averages over (``start``, ``end`` in iterations, the seeds' mean)."""
+    claim = next(c for c in study["claims"] if c["id"] == EARLY_CLAIM)
+    rows = []
+    for model, runs in curves.dropna(subset=["val_loss"]).groupby("model", sort=False):
+        spans = runs.groupby("seed")["iteration"].agg(["min", "max"])
+        rows.append({"model": model, "column": claim["value"], "start": float(spans["min"].mean()),
+                     "end": float(EARLY_SHARE * spans["max"].mean()),
+                     "value": float(table.loc[table["model"] == model, claim["value"]].iloc[0])})
+    return pd.DataFrame(rows)

@@ -122,3 +122,27 @@ def stat_efficiency_table(cells: pd.DataFrame, study: dict) -> pd.DataFrame:
     table["test_bpc"] = bits_per_char(table["test_loss"])
     table["paper_test_bpc"] = bits_per_char(table["paper_test_loss"])
     return _ordered(_labelled(table), study["artifacts"]["stat_efficiency"], then=["fraction"])
+
+
+def comparison_figures(table: pd.DataFrame, comparisons: dict[str, list[str]], budget: str) -> list[dict]:
+    """What each comparison's figure draws: the units of ``comparisons`` (figure name -> units) that
+    ``table`` has rows of, and a title naming exactly those (and the units left untrained). A figure
+    whose units are all drawn by an earlier one draws nothing and says so (``same_as``) rather than
+    repeat it."""
+    names = unit_labels(table)
+    trained = set(table.dropna(subset=["test_loss"])["cell"]) if "test_loss" in table else set(table["cell"])
+    plans, drawn_before = [], []
+    for figure, units in comparisons.items():
+        drawn = [unit for unit in units if unit in trained]
+        absent = [names.get(unit, unit) for unit in units if unit not in trained and unit in UNIT_LABELS]
+        lead = "lru" if "lru" in drawn else (drawn[0] if drawn else None)
+        others = [names.get(unit, unit) for unit in drawn if unit != lead]
+        title = (f"{names[lead]} against {', '.join(others)}" if lead and others else
+                 names[lead] if lead else "no unit trained")
+        if absent:
+            title += f" ({', '.join(absent)}: not trained at the {budget} budget)"
+        same = next((earlier for earlier, units_before in drawn_before if set(drawn) <= set(units_before)), None)
+        plans.append({"figure": figure, "units": [] if same else drawn, "title": title, "same_as": same,
+                      "absent": absent, "trained": [names.get(unit, unit) for unit in drawn]})
+        drawn_before.append((figure, drawn))
+    return plans

@@ -4,7 +4,7 @@ stopped marked as unfinished, and the paper's numbers where ours can be read aga
 - :func:`model_names`: "LSTM M=1000", "PRU g=4 M=1400", "AWD-PRU g=4 M=1400 finetuned" from the study
   file's model definitions (the paper's sizes; a budget scales them, :func:`scale_note` says to what).
 - :func:`seed_curves`: one line per run (never one line through several seeds), a marker where the run
-  ended: a dot where it stopped by its own rule, an open triangle where its epoch cap stopped it.
+  ended: a square where it stopped by its own rule, an open triangle where its epoch cap stopped it.
 - :func:`seed_rows`: per-seed points of a value per row, their mean and standard deviation; runs the
   cap stopped are open markers.
 - :func:`relative_change`: each row against a baseline row, in percent, ours per seed and the paper's:
@@ -37,6 +37,17 @@ CAPPED_LABEL = "open: stopped by its epoch cap, not by its own rule"
 
 
 # ---------------------------------------------------------------- names
+
+#: dataset ids in words, for titles and panels
+DATASET_WORDS = {"ptb": "PTB", "wt2": "WikiText-2", "ptb_char": "PTB characters", "warpeace": "War and Peace",
+                 "enwik8": "enwik8", "text8": "text8", "text8_autocomplete": "text8 autocomplete",
+                 "all": "all datasets pooled"}
+
+
+def dataset_words(dataset: str) -> str:
+    """"warpeace" -> "War and Peace"; an id this list lacks (a stand-in corpus) as it is."""
+    return DATASET_WORDS.get(dataset, dataset)
+
 
 def _cell_word(definition: dict) -> str:
     cell, options = definition["cell"], definition.get("cell_options") or {}
@@ -120,8 +131,8 @@ def counted(number: int, word: str) -> str:
 
 
 def data_label(dataset: str, corpus: str) -> str:
-    """A dataset as a title names it: its id, and the stand-in corpus a budget trained on instead."""
-    return dataset if corpus == dataset else f"{dataset} (stand-in corpus {corpus})"
+    """A dataset as a title names it: in words, and the stand-in corpus a budget trained on instead."""
+    return dataset_words(dataset) if corpus == dataset else f"{dataset_words(dataset)} (stand-in corpus {corpus})"
 
 
 def scale_note(cells: pd.DataFrame) -> str:
@@ -140,7 +151,7 @@ def scale_note(cells: pd.DataFrame) -> str:
 def seed_curves(ax, runs: pd.DataFrame, x: str, y: str, colour, linestyle: str = "-", label: str | None = None,
                 linewidth: float = 1.0, alpha: float = 0.8, end_markers: bool = True) -> list:
     """One line per run (a run: one ``seed`` of the rows given), in ``x`` order, and a marker at its
-    last point: a dot where the run stopped by itself, an open triangle where ``capped`` (a column,
+    last point: a square where the run stopped by itself, an open triangle where ``capped`` (a column,
     optional) says its epoch cap stopped it. The first line carries ``label``. Returns the lines."""
     lines = []
     for number, (_, run) in enumerate(runs.groupby("seed", sort=True)):
@@ -150,16 +161,25 @@ def seed_curves(ax, runs: pd.DataFrame, x: str, y: str, colour, linestyle: str =
         lines.append(line)
         if end_markers and len(run):
             capped = bool(run["capped"].iloc[-1]) if "capped" in run else False
-            ax.plot(run[x].iloc[-1], run[y].iloc[-1], ">" if capped else "o", color=colour, markersize=5,
+            ax.plot(run[x].iloc[-1], run[y].iloc[-1], ">" if capped else STOPPED_MARKER, color=colour, markersize=5,
                     markerfacecolor="white" if capped else colour, alpha=alpha, linestyle="none")
     return lines
 
 
-def end_marker_legend() -> list:
+#: the end of a run that stopped by its own rule (a seed's value elsewhere is a dot: not to be confused)
+STOPPED_MARKER = "s"
+#: where a mean over seeds ends because a seed stopped (past it, each longer run alone)
+MEAN_END_MARKER = "|"
+
+
+def end_marker_legend(mean_ends: bool = False) -> list:
     """Legend entries for :func:`seed_curves`' end markers."""
-    return [Line2D([], [], marker="o", color="0.3", linestyle="none", markersize=5, label="run stopped by itself"),
+    return [Line2D([], [], marker=STOPPED_MARKER, color="0.3", linestyle="none", markersize=5,
+                   label="run stopped by itself"),
             Line2D([], [], marker=">", color="0.3", markerfacecolor="white", linestyle="none", markersize=5,
-                   label="run stopped by its epoch cap")]
+                   label="run stopped by its epoch cap")] + (
+        [Line2D([], [], marker=MEAN_END_MARKER, color="0.3", linestyle="none", markersize=10, markeredgewidth=2,
+                label="mean ends: a seed stopped there")] if mean_ends else [])
 
 
 def mean_curve(runs: pd.DataFrame, x: str, y: str) -> pd.DataFrame:
@@ -179,6 +199,8 @@ def mean_and_band(ax, runs: pd.DataFrame, x: str, y: str, colour, label: str | N
     ax.fill_between(band[x], band["min"], band["max"], color=colour, alpha=0.2, linewidth=0)
     ax.plot(mean[x], mean[y], color=colour, linewidth=1.6, label=label)
     last_common = mean[x].max() if len(mean) else -np.inf
+    if len(mean) and runs.groupby("seed")[x].max().max() > last_common:  # a seed stopped before the others
+        ax.plot(mean[x].iloc[-1], mean[y].iloc[-1], MEAN_END_MARKER, color=colour, markersize=12, markeredgewidth=2)
     for _, run in runs.groupby("seed", sort=True):
         run = run.sort_values(x)
         tail = run[run[x] >= last_common]
@@ -187,7 +209,7 @@ def mean_and_band(ax, runs: pd.DataFrame, x: str, y: str, colour, label: str | N
     for _, run in runs.groupby("seed", sort=True):
         run = run.sort_values(x)
         capped = bool(run["capped"].iloc[-1]) if "capped" in run else False
-        ax.plot(run[x].iloc[-1], run[y].iloc[-1], ">" if capped else "o", color=colour, markersize=5,
+        ax.plot(run[x].iloc[-1], run[y].iloc[-1], ">" if capped else STOPPED_MARKER, color=colour, markersize=5,
                 markerfacecolor="white" if capped else colour, linestyle="none")
 
 
@@ -296,8 +318,9 @@ def compare_handles(capped: bool = False, paper: bool = True, colour=OURS) -> li
 
 
 def compare_legend(ax, capped: bool = False, paper: bool = True) -> None:
-    """The legend of :func:`compare_with_paper`'s marks."""
-    ax.legend(handles=compare_handles(capped, paper), fontsize=8, loc="best")
+    """The legend of :func:`compare_with_paper`'s marks, outside the axes (it never covers a mark)."""
+    ax.legend(handles=compare_handles(capped, paper), fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1),
+              borderaxespad=0)
 
 
 # ---------------------------------------------------------------- axes

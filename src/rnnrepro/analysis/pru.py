@@ -357,3 +357,14 @@ def fig4_table(metrics_files: list[str], categories: dict[str, str]) -> pd.DataF
     columns = ["dataset", "corpus", "model", "series", "level", "dimensions", "category", "words", "variance",
                "variance_std", "budget"]
     return pd.concat(frames, ignore_index=True)[columns]
+
+
+def dropout_rates(study: dict, table: pd.DataFrame) -> dict[float, bool]:
+    """Every dropout rate the dropout artifact compares (its models' recipes at the paper's grid) ->
+    whether this budget's table has rows at it: the figure draws each trained rate and names the
+    others as not trained at this budget."""
+    rates = {}
+    for model in study["artifacts"]["dropout"]["models"]:
+        rate = float(study["recipes"][study["models"][model]["recipe"]]["dropout_output"])
+        rates[rate] = rates.get(rate, False) or bool((table["dropout"].astype(float) == rate).any())
+    return dict(sorted(rates.items()))
