@@ -206,6 +206,7 @@ def test_an_artifact_not_rendered_now_shows_no_earlier_table_or_figure(tmp_path,
     monkeypatch.chdir(tmp_path)
     tables, figures, _ = records._outputs(studies["lru"], "lru", "accuracy", "cpu")
     kept = records._outputs(studies["lru"], "lru", "convergence", "cpu")[0]
+    tables += [str(Path(t).with_suffix(".md")) for t in tables]  # the forms written beside a table go too
     for path in map(Path, tables + figures + kept):
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text("made from earlier records")

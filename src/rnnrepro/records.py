@@ -564,7 +564,9 @@ def remove_earlier_outputs(budget: str, studies: dict, plan: list[Rendering]) ->
             continue  # (what needs weights is never rendered from records: a run of this machine made it)
         name, artifact = item.key.split("/", 1)
         tables, figures, _ = _outputs(studies[name], name, artifact, budget)
-        gone = [path for path in map(Path, tables + figures) if path.exists() or path.is_symlink()]
+        # each table with the forms written beside it (its .md and .tex)
+        made = [p for table in map(Path, tables) for p in sorted(table.parent.glob(f"{table.stem}.*"))]
+        gone = [path for path in made + list(map(Path, figures)) if path.exists() or path.is_symlink()]
         for path in gone:
             path.unlink()
         if gone:
