@@ -276,6 +276,24 @@ def test_a_config_file_of_the_command_line_that_cannot_be_read_is_named(project)
         "takes every word up to the next option: put targets before it)"]
 
 
+def test_a_config_file_that_is_a_list_or_empty_is_named(tmp_path, monkeypatch, capsys):
+    """Snakemake says only "Config file must be given as JSON or YAML with keys at top level"; records'
+    commands met a TypeError."""
+    monkeypatch.chdir(tmp_path)
+    Path("list.yaml").write_text("- custom_cells\n- mgu\n")
+    Path("empty.yaml").write_text("")
+    with pytest.raises(SystemExit) as stopped:
+        command_line.stop_on_unreadable_config_files(["snakemake", "-n", "--configfile", "list.yaml", "empty.yaml"])
+    assert str(stopped.value).splitlines() == [
+        "[rnnrepro] error: list.yaml: the config file is a list, not keys and values: a config file holds keys at "
+        "its top level, e.g. `custom_cells:` (docs/custom_cells.md) or `budget: cpu`",
+        "[rnnrepro] error: empty.yaml: the config file is empty: a config file holds keys at its top level, e.g. "
+        "`custom_cells:` (docs/custom_cells.md) or `budget: cpu`"]
+    monkeypatch.chdir(REPO_ROOT)
+    result = run_here(records.main, ["list", "--budget", "cpu", "--configfile", str(tmp_path / "list.yaml")])
+    assert result.returncode == 1 and f"{tmp_path}/list.yaml: the config file is a list" in result.stderr, result.stderr
+
+
 def test_the_config_files_a_command_line_names(monkeypatch):
     monkeypatch.chdir(REPO_ROOT)
     assert command_line.named_config_files(["snakemake", "-n", "--configfile", "a.yaml", "b.yaml", "-p", "t",
@@ -454,6 +472,6 @@ def test_records_list_advises_a_damaged_record_in_records_own_terms(tmp_path, mo
     result = run_here(records.main, ["--records", str(tmp_path), "list", "--budget", "cpu", "--study", "pru"])
     assert result.returncode == 0, result.stderr
     line = next(line for line in result.stdout.splitlines() if cell.key in line)
-    assert line.startswith("stale") and "damaged record" in line and "metrics.json is not valid JSON" in line
+    assert line.startswith("damaged") and "damaged record" in line and "metrics.json is not valid JSON" in line
     assert f"git checkout -- {record}" in line and "records grow" in line
     assert "--force" not in result.stdout and "snakemake" not in line

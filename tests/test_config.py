@@ -96,6 +96,23 @@ def test_study_unknown_model_reference(tmp_path, pru):
         load_study("pru", root=tmp_path)
 
 
+@pytest.mark.parametrize("where", ["artifact", "budget"])
+def test_a_model_listed_twice_in_an_artifact_is_named(tmp_path, pru, where):
+    """Listed twice, a model's seeds would count twice ("3 v 6"), narrowing its interval."""
+    broken = copy.deepcopy(pru)
+    if where == "artifact":
+        broken["artifacts"]["table1"]["models"].append("lstm_m1000")
+        key = "artifacts.table1.models"
+    else:
+        budget = next(name for name, spec in broken["budgets"].items() if "table1" in spec.get("artifacts", {}))
+        cut = broken["budgets"][budget]["artifacts"]["table1"]
+        cut["models"] = cut["models"] + cut["models"][:1]
+        key = f"budgets.{budget}.artifacts.table1.models"
+    write_study(tmp_path, broken)
+    with pytest.raises(ConfigError, match=rf"{re.escape(key)}: \w+ listed twice \(each cell counts once"):
+        load_study("pru", root=tmp_path)
+
+
 def test_table1_grid_paper_budget(run_config, pru):
     cells = grid.artifact_cells(pru, run_config, "table1")
     assert len(cells) == 2 * 10

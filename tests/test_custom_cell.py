@@ -148,6 +148,8 @@ BROKEN_CELLS = {
             "        return outputs * float('nan'), last\n"),
     "nan_gradient": ("    def forward(self, x, state):\n        outputs, last = super().forward(x, state)\n"
                      "        import torch\n        return outputs + torch.sqrt(0 * outputs), last\n"),
+    "nan_in_eval": ("    def forward(self, x, state):\n        outputs, last = super().forward(x, state)\n"
+                    "        return (outputs if self.training else outputs * float('nan')), last\n"),
 }
 
 
@@ -183,6 +185,9 @@ def test_a_cell_that_breaks_the_contract_is_named_at_config_check(custom, tmp_pa
             "values"),
     ("nan_gradient", "the backward pass of broken_nan_gradient:BrokenMGU(input_size=32, hidden_size=64) on x of "
                      "shape (40, 2, 32) gave NaN or infinite gradients"),
+    ("nan_in_eval", "broken_nan_in_eval:BrokenMGU(input_size=32, hidden_size=64) in evaluation mode (layer.eval(), "
+                    "as validation and test run it) on x of shape (3, 2, 32) (finite, from torch.randn) returned "
+                    "outputs with NaN or infinite values"),
 ])
 def test_a_cell_failing_only_at_trainings_length_or_giving_nan_is_named_at_config_check(custom, tmp_path, monkeypatch,
                                                                                        kind, message):

@@ -134,3 +134,45 @@ def test_make_clean_removes_one_budget_and_says_what(spaced_project, tmp_path):
                        calls=tmp_path / "calls.txt")
         assert refused.returncode != 0 and "is not a budget name" in refused.stderr, name
     assert (spaced_project / "results/runs/x").is_dir()
+
+
+def test_make_clean_leaves_a_cell_in_training_alone_and_names_it(tmp_path, capsys):
+    """A trainer holds its cell's trainer.lock while it runs: cleaning its budget removes everything else
+    and names the cell, and fails, instead of deleting the folder under the trainer."""
+    import fcntl
+    import os
+
+    from rnnrepro.clean import main
+
+    busy = tmp_path / "results/smoke/runs/pru/synth_ptb/lstm/frac100/seed1"
+    idle = tmp_path / "results/smoke/runs/pru/synth_ptb/pru/frac100/seed1"
+    for folder in (busy, idle):
+        folder.mkdir(parents=True)
+        (folder / "checkpoint.pt").write_text("x")
+        (folder / "trainer.lock").write_text("")
+    (tmp_path / "results/smoke/tables").mkdir()
+    fd = os.open(busy / "trainer.lock", os.O_RDWR)
+    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    os.write(fd, b"pid 4242, started 2026-01-01T00:00:00+00:00\n")
+    cwd = os.getcwd()
+    os.chdir(tmp_path)
+    try:
+        code = main(["smoke"])
+    finally:
+        os.chdir(cwd)
+        os.close(fd)
+    assert code == 1
+    assert (f"kept {busy.relative_to(tmp_path)}: a trainer trains this cell now (pid 4242, started "
+            in capsys.readouterr().err)
+    assert (busy / "checkpoint.pt").exists()
+    assert not idle.exists() and not (tmp_path / "results/smoke/tables").exists()
+
+
+def test_make_clean_runs_without_the_project_environment(tmp_path):
+    """`make clean` is documented for any Python 3: no package outside the standard library is imported
+    (-S: no site-packages, so not tqdm, torch or pandas)."""
+    (tmp_path / "results/smoke/runs").mkdir(parents=True)
+    result = subprocess.run([sys.executable, "-S", "-m", "rnnrepro.clean", "smoke"], cwd=tmp_path,
+                            capture_output=True, text=True, env={"PYTHONPATH": str(REPO_ROOT / "src"), "PATH": "/usr/bin:/bin"})
+    assert result.returncode == 0, result.stderr
+    assert "removing results/smoke" in result.stdout

@@ -183,7 +183,7 @@ def test_grow_killed_and_started_again_loses_and_reruns_no_finished_unit(tmp_pat
     listing = subprocess.run([sys.executable, "-m", "rnnrepro.records", "list", "--budget", "cpu", "--study", "nlstm"],
                              cwd=project, capture_output=True, text=True, env={**os.environ,
                                                                                 "PYTHONPATH": str(project / "src")})
-    assert "3 units: 3 recorded, 0 stale, 0 missing" in listing.stdout, listing.stdout + listing.stderr
+    assert "3 units: 3 recorded, 0 stale, 0 damaged, 0 missing" in listing.stdout, listing.stdout + listing.stderr
 
 
 def test_grow_stopped_by_a_signal_says_which_and_stops_its_running_units(capsys):
@@ -234,29 +234,97 @@ def test_grow_workers_take_each_unit_once_with_its_own_position():
 
 
 def test_records_packed_but_not_committed_are_committed_by_the_next_grow(tmp_path, monkeypatch):
+    """The next `grow --commit` commits exactly the files an earlier grow packed and did not commit: never a
+    record folder deleted to retrain it, a line-ending change to another record, or a file of your own."""
     import subprocess
 
+    from rnnrepro import record_commits
     from rnnrepro.records import commit_leftovers
 
     def git(*args):
         return subprocess.run(["git", *args], cwd=tmp_path, capture_output=True, text=True, check=True).stdout
 
+    monkeypatch.chdir(tmp_path)
     git("init", "-q")
     git("config", "user.email", "t@t")
     git("config", "user.name", "t")
-    (tmp_path / "notes.txt").write_text("not a record\n")
+    git("config", "core.autocrlf", "false")
+    older = tmp_path / "records/cpu/runs/nlstm/c/old/frac100/seed1111"
+    other = tmp_path / "records/cpu/runs/nlstm/c/other/frac100/seed1111"
+    for folder in (older, other):
+        folder.mkdir(parents=True)
+        (folder / "metrics.json").write_text("{}\n")
+        (folder / "history.csv").write_text("epoch\n1\n")
+    git("add", "-A")
+    git("commit", "-qm", "records")
+    shutil.rmtree(older)  # deleted so that grow trains it again
+    (other / "history.csv").write_bytes(b"epoch\r\n1\r\n")  # an editor's line endings
+    (tmp_path / "records/cpu/notes.txt").write_text("not a record\n")
     unit = tmp_path / "records/cpu/runs/nlstm/c/cell/frac100/seed1111"
     unit.mkdir(parents=True)
-    (unit / "metrics.json").write_text("{}\n")
-    (unit / "history.csv").write_text("epoch\n")
+    packed = [Path("records/cpu/runs/nlstm/c/cell/frac100/seed1111") / n for n in ("metrics.json", "history.csv")]
+    record_commits.note_packing("cpu", packed + [Path("README.md")])  # a path outside the records: never
+    (tmp_path / "README.md").write_text("changed by hand\n")
+    for path in packed:
+        path.write_text("{}\n")
     said = []
+    commit_leftovers("cpu", Path("records"), said.append)
+    commit_leftovers("cpu", Path("records"), said.append)  # nothing left: says nothing, commits nothing
+    assert said == ["committed 2 files an earlier grow packed into records/cpu but did not commit"], said
+    assert git("log", "--format=%s").splitlines()[0] == (
+        "records: cpu, 2 files packed by an earlier grow that stopped before committing them")
+    assert git("show", "--name-status", "--format=", "HEAD").split() == [
+        "A", str(packed[1]), "A", str(packed[0])]
+    assert sorted(git("status", "--porcelain").splitlines()) == [
+        " D records/cpu/runs/nlstm/c/old/frac100/seed1111/history.csv",
+        " D records/cpu/runs/nlstm/c/old/frac100/seed1111/metrics.json",
+        " M records/cpu/runs/nlstm/c/other/frac100/seed1111/history.csv",
+        "?? README.md",
+        "?? records/cpu/notes.txt"]
+    assert not record_commits.journal("cpu").exists()
+
+
+def test_grow_commits_exactly_the_files_it_packed(tmp_path, monkeypatch):
+    """A unit's commit holds its packed files only, even where another file of its record folder changed."""
+    import subprocess
+
+    from rnnrepro import record_commits
+
+    def git(*args):
+        return subprocess.run(["git", *args], cwd=tmp_path, capture_output=True, text=True, check=True).stdout
+
     monkeypatch.chdir(tmp_path)
-    commit_leftovers("cpu", tmp_path / "records", said.append)
-    commit_leftovers("cpu", tmp_path / "records", said.append)  # nothing left: says nothing, commits nothing
-    assert said == [f"committed 2 files an earlier grow packed into {tmp_path}/records/cpu but did not commit"], said
-    assert git("log", "--format=%s").splitlines() == [
-        "records: cpu, 2 files packed by an earlier grow that stopped before committing them"]
-    assert git("status", "--porcelain") == "?? notes.txt\n"  # only the budget's records are committed
+    git("init", "-q")
+    git("config", "user.email", "t@t")
+    git("config", "user.name", "t")
+    folder = Path("records/cpu/runs/s/c/m/frac100/seed1")
+    folder.mkdir(parents=True)
+    (folder / "mine.txt").write_text("a note\n")
+    (folder / "metrics.json").write_text("{}\n")
+    assert record_commits.commit([folder / "metrics.json"], "records: one") is None
+    assert git("show", "--name-only", "--format=", "HEAD").split() == [str(folder / "metrics.json")]
+    assert git("status", "--porcelain").splitlines() == [f"?? {folder}/mine.txt"]
+
+
+def test_grow_commit_refuses_a_detached_head(tmp_path, monkeypatch):
+    import subprocess
+
+    from rnnrepro import record_commits
+
+    def git(*args):
+        return subprocess.run(["git", *args], cwd=tmp_path, capture_output=True, text=True, check=True).stdout
+
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(RuntimeError, match="not in a git repository"):
+        record_commits.check_branch()
+    git("init", "-q")
+    git("config", "user.email", "t@t")
+    git("config", "user.name", "t")
+    git("commit", "-q", "--allow-empty", "-m", "a")
+    record_commits.check_branch()
+    git("checkout", "-q", "--detach")
+    with pytest.raises(RuntimeError, match=r"HEAD is detached \(at [0-9a-f]+\).*git switch -c"):
+        record_commits.check_branch()
 
 
 def test_unit_patterns_choose_units_and_a_pattern_matching_none_is_refused(tmp_path):
@@ -267,7 +335,7 @@ def test_unit_patterns_choose_units_and_a_pattern_matching_none_is_refused(tmp_p
     names = [line.split()[1] for line in listed.stdout.strip().splitlines()[:-1]]
     assert names == [f"nlstm/wt2_text8style_autocomplete_w1024/gru_2x600/frac100/seed{s}" for s in (1111, 1112, 1113)] + [
         "lrn/speed"], listed.stdout
-    assert listed.stdout.strip().endswith("4 units: 0 recorded, 0 stale, 4 missing")
+    assert listed.stdout.strip().endswith("4 units: 0 recorded, 0 stale, 0 damaged, 4 missing")
 
     refused = python_in(project, "-m", "rnnrepro.records", "list", "--budget", "cpu", "--study", "nlstm",
                         "--unit", "nlstm/*/gru_2x600/*", "--unit", "pru/*")

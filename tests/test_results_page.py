@@ -1,6 +1,7 @@
 """The results page's pieces on hand-written values: numbers as a table publishes them, the columns a
 person reads, the verdicts' classes and counts (rnnrepro.results_page, rnnrepro.analysis.notebook)."""
 
+import copy
 import re
 
 import pandas as pd
@@ -167,3 +168,49 @@ def test_the_first_screen_names_every_papers_headline_claims_and_their_verdicts(
         bottom, shown_verdict, badge_bottom, height = found[statement]
         assert shown_verdict == verdict and max(bottom, badge_bottom) <= 1000, (statement, found[statement])
         assert height < 30, f"the verdict pill of {statement!r} wraps"
+
+
+@pytest.fixture
+def pru_cpu(monkeypatch):
+    from rnnrepro.configuration import REPO_ROOT, load_study
+
+    monkeypatch.chdir(REPO_ROOT)
+    study = copy.deepcopy(load_study("pru"))  # changed by the tests: never the loaded one
+    return study, {"budget": "cpu", "seeds": [1111, 1112, 1113]}
+
+
+def test_a_caption_cannot_put_html_into_the_page(pru_cpu, tmp_path):
+    """Captions quote the study file (and a config's cells of your own): raw HTML there is shown as text,
+    and a javascript: link is no link."""
+    from rnnrepro.results_page import artifact_views
+
+    study, config = pru_cpu
+    study["title"] = 'PRU <script>alert("title")</script>'
+    artifact = next(a for a in study["artifacts"] if study["paper"].get(a))
+    study["artifacts"][artifact]["paper_source"] = ('<img src=x onerror="alert(1)"> [read me](javascript:alert(2)) '
+                                                    '<a href="javascript:alert(3)">x</a>')
+    view = next(v for v in artifact_views({"pru": study}, config, tmp_path, {}) if v.artifact == artifact)
+    assert "<script" not in view.caption and "<img" not in view.caption and "<a href" not in view.caption
+    assert 'href="javascript' not in view.caption, view.caption
+    assert "&lt;script&gt;" in view.caption and "&lt;img src=x" in view.caption
+
+
+def test_an_empty_table_or_figure_stops_the_page_naming_it(pru_cpu, tmp_path):
+    from rnnrepro.results_page import DamagedOutput, artifact_views
+
+    study, config = pru_cpu
+    spec = study["artifacts"]["table1"]
+    table = tmp_path / "tables" / f"{spec['tables'][0]}.csv"
+    table.parent.mkdir()
+    table.write_text("")
+    with pytest.raises(DamagedOutput, match=f"{table} is not a CSV table .*render --budget cpu"):
+        artifact_views({"pru": study}, config, tmp_path, {})
+    table.unlink()
+    figure = tmp_path / "figures" / f"{study['artifacts']['fig1']['figures'][0]}.png"
+    figure.parent.mkdir()
+    figure.write_bytes(b"")
+    with pytest.raises(DamagedOutput, match=rf"{figure} is empty \(0 bytes\)"):
+        artifact_views({"pru": study}, config, tmp_path, {})
+    figure.write_bytes(b"<html>")
+    with pytest.raises(DamagedOutput, match=f"{figure} is not a PNG image"):
+        artifact_views({"pru": study}, config, tmp_path, {})

@@ -266,6 +266,40 @@ def test_gpu_out_of_memory_names_the_cell_and_the_jobs_per_gpu(corpus_dir, tmp_p
     assert "This cell alone does not fit the GPU" in err and "fewer jobs" not in err
 
 
+def test_cpu_out_of_memory_names_the_cell_its_size_and_what_to_lower(corpus_dir, tmp_path, monkeypatch, capsys):
+    """torch's CPU allocator raises a RuntimeError of its own, not OutOfMemoryError: the same one line,
+    with the cell's size and what to lower, instead of a raw traceback."""
+    from rnnrepro.train import __main__ as cli
+
+    def runs_out(run_dir, cfg, device):
+        raise RuntimeError("[enforce fail at alloc_cpu.cpp:117] data. DefaultCPUAllocator: can't allocate memory: "
+                           "you tried to allocate 80000000000 bytes. Error code 12 (Cannot allocate memory)")
+    monkeypatch.setitem(cli.TRAINERS, "lm", runs_out)
+    cfg = smoke_config(corpus_dir, "lstm_m1000")
+    assert cli.main(["--run-dir", str(tmp_path / "oom"), "--config", json.dumps(cfg), "--device", "cpu",
+                     "--threads", "1"]) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "Traceback" not in err, err
+    assert f"cell {tmp_path / 'oom'} (model lstm_m1000 of study pru): the machine ran out of memory" in err
+    assert f"hidden_size {cfg['architecture']['hidden_size']}" in err
+    assert f"batch_size {cfg['recipe']['batch_size']}" in err and "lower the recipe's batch_size or bptt" in err
+
+
+def test_an_empty_split_names_the_split_its_file_and_the_key(corpus_dir, tmp_path):
+    import shutil
+
+    data = tmp_path / "data"
+    shutil.copytree(corpus_dir, data)
+    (data / "valid.txt").write_text("")
+    cfg = smoke_config(data.parent, "lstm_m1000")
+    cfg["data"] = {"dir": str(data), "train_file": str(data / "train.txt")}
+    code, err = train_here(tmp_path / "run", cfg)
+    assert code == 1
+    key = "eval_batch_size" if cfg["recipe"]["eval_batch_size"] >= cfg["recipe"]["test_batch_size"] else "test_batch_size"
+    assert (f"the valid split {data / 'valid.txt'} is empty: too few for the recipe's {key} {cfg['recipe'][key]}"
+            in err), err
+
+
 def test_finetune_starts_from_parent(reference_run, corpus_dir, short_train_file, tmp_path):
     parent_dir, _ = reference_run
     cfg = smoke_config(corpus_dir, "awd_pru_g4_k2_m1400_ft", train_file=short_train_file, epochs=2)
@@ -750,7 +784,8 @@ def test_a_cell_another_live_process_trains_is_refused_and_left_alone(tmp_path):
     from rnnrepro.train import progress_file
     from rnnrepro.train.loop import run_cell
 
-    other = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    # a stand-in trainer: its command line names the package, as `python -m rnnrepro.train` does
+    other = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)", "rnnrepro.train"])
     try:
         record = {"state": "running", "cell": "c", "pid": other.pid, "host": platform.node(),
                   "started_at": "2026-01-01T00:00:00+00:00", "updated_at": progress_file.now_iso()}
@@ -769,6 +804,21 @@ def test_a_cell_another_live_process_trains_is_refused_and_left_alone(tmp_path):
         other.wait()
     progress_file.write(tmp_path, record)
     assert progress_file.another_trainer(tmp_path) is None
+
+
+def test_a_progress_file_naming_an_unrelated_live_process_is_no_trainer(tmp_path):
+    """A trainer killed outright leaves progress.json saying running; its pid may since belong to another
+    program. That program trains nothing: the cell may resume, not "another process is training it"."""
+    from rnnrepro.train import progress_file
+
+    unrelated = subprocess.Popen(["sleep", "60"])
+    try:
+        progress_file.write(tmp_path, {"state": "running", "cell": "c", "pid": unrelated.pid, "host": platform.node(),
+                                       "started_at": "2026-01-01T00:00:00+00:00", "updated_at": progress_file.now_iso()})
+        assert progress_file.another_trainer(tmp_path) is None
+    finally:
+        unrelated.kill()
+        unrelated.wait()
 
 
 def test_a_raised_epoch_cap_goes_on_from_the_checkpoint_bit_for_bit(reference_run, corpus_dir, tmp_path):

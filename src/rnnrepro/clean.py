@@ -5,8 +5,11 @@
 Only what belongs to that budget alone goes (rnnrepro.layout): its results tree (run folders with their
 weights and checkpoints, tables, figures, executed notebooks, the report) and its job logs; for the
 smoke budget also its synthetic corpora (data/raw/synth_*, data/processed/synth_*), which no other
-budget reads. The real corpora under data/, records/ and the other budgets' trees stay. Standard
-library only, so it runs with any Python 3, with or without the project's environment.
+budget reads. The real corpora under data/, records/ and the other budgets' trees stay. A cell that a
+trainer is training now (its ``trainer.lock`` held, or a live process with a fresh heartbeat in its
+``progress.json``: rnnrepro.train.progress_file) is left alone and named, and the command fails, so that
+no trainer writes into a cleaned tree. Standard library only, so it runs with any Python 3, with or
+without the project's environment.
 """
 
 from __future__ import annotations
@@ -16,8 +19,10 @@ import shutil
 import sys
 from pathlib import Path
 
-from . import console
 from .layout import DEFAULT_BUDGET, RESERVED_NAMES, SMOKE, budget_owned_paths, budgets_with_results
+from .train import progress_file
+
+EXIT_CTRL_C = 130  # as rnnrepro.console's, which needs tqdm: this module must not
 
 SYNTHETIC = ("data/raw/synth_*", "data/processed/synth_*")
 
@@ -28,6 +33,33 @@ def doomed(budget: str, root: Path = Path(".")) -> list[Path]:
     if budget == SMOKE:
         paths += [path for pattern in SYNTHETIC for path in sorted(root.glob(pattern))]
     return paths
+
+
+def in_training(paths: list[Path]) -> dict[Path, str]:
+    """The run folders under ``paths`` that a trainer trains now, with who (pid and start)."""
+    found = {}
+    for path in paths:
+        if not path.is_dir() or path.is_symlink():
+            continue
+        folders = {p.parent for name in (progress_file.LOCK, progress_file.NAME) for p in path.rglob(name)}
+        for folder in sorted(folders):
+            if who := progress_file.another_trainer(folder):
+                found[folder] = who
+    return found
+
+
+def remove(path: Path, keep: set[Path]) -> None:
+    """Remove ``path`` but the folders in ``keep`` (and the folders that hold them)."""
+    if path in keep:
+        return
+    if not any(path in kept.parents for kept in keep):
+        if path.is_dir() and not path.is_symlink():
+            shutil.rmtree(path)
+        else:
+            path.unlink()
+        return
+    for child in sorted(path.iterdir()):
+        remove(child, keep)
 
 
 def _size(path: Path) -> int:
@@ -57,17 +89,22 @@ def main(argv: list[str] | None = None) -> int:
     total = sum(_size(path) for path in paths)
     verb = "would remove" if args.dry_run else "removing"
     print(f"[rnnrepro] budget {args.budget}: {verb} {', '.join(str(p) for p in paths)} ({total / 1e6:.1f} MB)")
+    training = in_training(paths)
+    for folder, who in training.items():
+        print(f"[rnnrepro] kept {folder}: a trainer trains this cell now ({who}); let it finish or stop it, "
+              f"then `make clean{'' if args.budget == SMOKE else f' BUDGET={args.budget}'}` again", file=sys.stderr)
     if not args.dry_run:
         for path in paths:
-            if path.is_dir() and not path.is_symlink():
-                shutil.rmtree(path)
-            else:
-                path.unlink()
+            remove(path, set(training))
     if others:
         print(f"[rnnrepro] kept: the results of {', '.join(others)} (`make clean BUDGET=<budget>`), records/, "
               "the real corpora in data/")
-    return 0
+    return 1 if training else 0
 
 
 if __name__ == "__main__":
-    sys.exit(console.run_command(main))
+    try:
+        sys.exit(main())
+    except KeyboardInterrupt:
+        print("[rnnrepro] stopped by Ctrl-C", file=sys.stderr, flush=True)
+        sys.exit(EXIT_CTRL_C)

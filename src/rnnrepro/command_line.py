@@ -165,11 +165,11 @@ def named_config_files(argv: list[str] | None = None) -> list[Path]:
 
 
 def stop_on_unreadable_config_files(argv: list[str] | None = None) -> None:
-    """Exit with one message per config file of the command line that is missing or not valid YAML (its
-    line and column), before Snakemake reads them: its own messages name neither the file nor the line of
-    a YAML mistake, and a missing file ends in a traceback. The workflow profile (profiles/default) calls
-    this."""
-    from .configuration import ConfigError, load_yaml
+    """Exit with one message per config file of the command line that is missing, not valid YAML (its
+    line and column), empty or not a mapping of keys, before Snakemake reads them: its own messages name
+    neither the file nor the line of a YAML mistake, and a missing file ends in a traceback. The workflow
+    profile (profiles/default) calls this."""
+    from .configuration import ConfigError, load_config_file as load_yaml
 
     mistakes = []
     for path in named_config_files(argv):

@@ -118,6 +118,16 @@ def load_yaml(path: Path) -> Any:
         raise ConfigError(f"{path}: file not found") from None
 
 
+def load_config_file(path: Path) -> dict:
+    """A config file: a YAML mapping of keys (an empty file, a list or a single value is named)."""
+    data = load_yaml(path)
+    if not isinstance(data, dict):
+        what = "empty" if data is None else f"a {type(data).__name__}, not keys and values"
+        raise ConfigError(f"{path}: the config file is {what}: a config file holds keys at its top level, "
+                          f"e.g. `custom_cells:` (docs/custom_cells.md) or `budget: cpu`")
+    return data
+
+
 def yaml_text(text: str, path: Path | str) -> Any:
     """The YAML document ``text`` read from the file ``path`` (named in a syntax error)."""
     try:
@@ -354,6 +364,18 @@ def _check_datasets(study: dict) -> list[str]:
             for key, dataset in named if dataset not in known]
 
 
+def _listed_twice(key: str, artifact: dict) -> list[str]:
+    """A model, dataset or fraction listed twice in an artifact's grid: its cells would count twice (twice
+    the samples, a narrower interval), so it is an error, not something to drop silently."""
+    problems = []
+    for part in ("models", "datasets", "fractions"):
+        listed = artifact.get(part) or []
+        twice = sorted({str(x) for x in listed if listed.count(x) > 1})
+        if twice:
+            problems.append(f"{key}.{part}: {', '.join(twice)} listed twice (each cell counts once: remove the copy)")
+    return problems
+
+
 def _tuning_seed_problems(study: dict) -> list[str]:
     """The tuning artifact's seeds (rnnrepro.tuning) must be seeds no verdict reads: none of the seeds of
     any other artifact under the same budget."""
@@ -384,6 +406,7 @@ def _check_references(study: dict, source: str) -> None:
         for model in artifact["models"]:
             if model not in models:
                 problems.append(f"artifacts.{name}.models: unknown model {model!r}")
+        problems += _listed_twice(f"artifacts.{name}", artifact)
         for budget_name in artifact.get("budgets", []):
             if budget_name not in study["budgets"]:
                 problems.append(f"artifacts.{name}.budgets: {budget_name!r} is not a budget of this study "
@@ -399,6 +422,7 @@ def _check_references(study: dict, source: str) -> None:
             if name not in study["artifacts"]:
                 problems.append(f"budgets.{budget_name}.omit: {name!r} is not an artifact of this study")
         for name, smaller in budget.get("artifacts", {}).items():
+            problems += _listed_twice(f"budgets.{budget_name}.artifacts.{name}", smaller)
             if name not in study["artifacts"]:
                 problems.append(f"budgets.{budget_name}.artifacts.{name}: unknown artifact")
                 continue

@@ -26,13 +26,14 @@ grid, sizing, training, notebooks, the scorecard, the report) treats the new mod
 ``rnnrepro.custom_cell_checks.check_custom_cells`` checks what the schema cannot (studies, models, artifacts, the cell's
 module, class and options) and names the config file and key. Then :func:`try_cell` builds each cell
 small on the CPU, at the layer sizes its models stack, and runs it on a tiny window, once more from the
-state it returned, and then on a window as long as training and evaluation give it (the recipe's BPTT
-length at the run's budget): a constructor that raises, outputs of the wrong shape, a state that cannot
-be carried into the next window, an error that only a longer window brings out, and NaN or infinite
-outputs, states or gradients stop the dry run, not the first training job. Only that trial imports
-torch, and only when the config has cells of its own. When a cell of your own fails in training all
-the same, :func:`where_it_failed` finds the line of its module the error came from, so that the
-trainer's one-line error names the cell and its file.
+state it returned, then on a window as long as training and evaluation give it (the recipe's BPTT
+length at the run's budget), then on one in evaluation mode (``layer.eval()``): a constructor that
+raises, outputs of the wrong shape, a state that cannot be carried into the next window, an error that
+only a longer window or evaluation mode brings out, NaN or infinite outputs, states or gradients stop the
+dry run, not the first training job. Importing the cell's module runs its code there (docs/custom_cells.md).
+Only that trial imports torch, and only when the config has cells of its own. When a cell of your own
+fails in training all the same, :func:`where_it_failed` finds the line of its module the error came
+from, so that the trainer's one-line error names the cell and its file.
 """
 
 from __future__ import annotations
@@ -202,6 +203,28 @@ def _trial(layer_class, call: str, options: dict, input_size: int, hidden_size: 
             gradients = [x.grad] + [p.grad for p in layer.parameters() if p.grad is not None]
             if any(_not_finite(g) for g in gradients):
                 return f"the backward pass of {call} on x of shape {tuple(x.shape)} gave NaN or infinite gradients"
+        return _evaluation_trial(layer, call, batch, input_size, hidden_size, steps)
+
+
+def _evaluation_trial(layer, call: str, batch: int, input_size: int, hidden_size: int, steps: int) -> str | None:
+    """One window in evaluation mode (``layer.eval()``, no gradients), as validation and test run the
+    cell: a cell whose dropout or statistics differ there may fail only there."""
+    import torch
+
+    layer.eval()
+    x = torch.randn(steps, batch, input_size)
+    where = f"{call} in evaluation mode (layer.eval(), as validation and test run it) on x of shape {tuple(x.shape)}"
+    try:
+        with torch.no_grad():
+            state = layer.init_state(batch, torch.device("cpu"), torch.get_default_dtype())
+            outputs, carried_state = layer(x, state)
+    except Exception as error:
+        return _raised(where, error)
+    if _shapes(outputs) != (steps, batch, hidden_size):
+        return f"{where} returned {_shapes(outputs)}, expected {(steps, batch, hidden_size)}"
+    if _not_finite(outputs) or _not_finite(carried_state):
+        what = "outputs" if _not_finite(outputs) else "a state"
+        return f"{where} (finite, from torch.randn) returned {what} with NaN or infinite values"
     return None
 
 

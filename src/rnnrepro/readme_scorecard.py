@@ -20,6 +20,7 @@ import pandas as pd
 from . import grid
 from .analysis.claims import COUNTED, HELD, INCONCLUSIVE, NOT_HELD, NOT_TESTABLE, read_scorecard
 from .configuration import load_study
+from .train.files import write_text_atomic
 
 BEGIN = "<!-- scorecard: written by `python -m rnnrepro.records readme` from the rendered claims.csv; do not edit -->"
 END = "<!-- scorecard: end -->"
@@ -121,5 +122,5 @@ def update(readme_file: Path, budgets: list[str], check: bool) -> tuple[bool, st
     if check:
         return False, (f"{readme_file}: the scorecard section differs from the rendered scorecards of "
                        f"{', '.join(budgets)}; write it with `python -m rnnrepro.records readme` and commit it")
-    readme_file.write_text(wanted)
+    write_text_atomic(readme_file, wanted)
     return True, f"{readme_file}: scorecard section written from {', '.join(budgets)}"

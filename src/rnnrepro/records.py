@@ -2,7 +2,7 @@
 and rendered into every table, figure and the claims scorecard on any machine without retraining.
 
     python -m rnnrepro.records grow --budget cpu --minutes 120 --config data_mirror=DIR [--commit]
-    python -m rnnrepro.records list --budget cpu          # recorded, stale and missing units
+    python -m rnnrepro.records list --budget cpu          # recorded, stale, damaged and missing units
     python -m rnnrepro.records render --budget cpu        # records/cpu -> results/cpu/tables, figures, index.html
     python -m rnnrepro.records pack --budget cpu          # results/cpu/runs -> records/cpu/runs
 
@@ -25,7 +25,7 @@ cut short leaves whole comparisons at fewer seeds; a unit whose tuning cells are
 them. It skips recorded units, prepares the data of the rest (one Snakemake run), then ``--jobs``
 workers each run one unit at a time through Snakemake (disjoint targets, so side by side with
 ``--nolock``) and pack it into ``records/`` the moment it finishes (with ``--commit``, one git commit per
-unit). No unit starts after the deadline (``--minutes``); at the deadline, or when ``grow``
+unit, of exactly the files packed: rnnrepro.record_commits). No unit starts after the deadline (``--minutes``); at the deadline, or when ``grow``
 itself gets SIGTERM or Ctrl-C, running units get SIGTERM: training writes its resume checkpoint, a later
 ``grow`` on this machine resumes it, on another machine it starts afresh. Killing ``grow`` at any point
 (even with SIGKILL) loses no recorded unit.
@@ -43,9 +43,11 @@ directly rather than Snakemake: records have no data and no weights, and Snakema
 download, preprocess and retrain what a record's inputs lack. An artifact is rendered when every cell of
 its grid at that budget is recorded and current, with every evaluation output and speed result it reads;
 otherwise the scorecard gives the reason. Artifacts that need a cell's weights (``model.pt``) cannot be
-rendered from records. Files an earlier render restored are listed in ``<results tree>/.records.json`` so
-the next render refreshes them; a file that differs from its record and was not restored by a render (a
-run of this machine) is never overwritten.
+rendered from records. Files an earlier render restored are listed in ``<results tree>/.records.json`` (written
+atomically) so the next render refreshes them, and removes those whose record is gone; a file that differs
+from its record and was not restored by a render (a run of this machine) is never overwritten. The tables and
+figures of an artifact not rendered now (its records missing, damaged or stale, or its notebook failed) are
+removed, so that the results page says why they are missing rather than show what older records made.
 """
 
 from __future__ import annotations
@@ -67,24 +69,24 @@ import threading
 import time
 from pathlib import Path
 
-from . import console, grid, layout
+from . import console, grid, layout, record_commits
+from .record_checks import RECORDED, check_pairing, damage as _damage, evaluation_outputs, record_problem
 from .analysis.claims import is_synthetic
 from .artifact_inputs import write_inputs_list
 from .analysis.claims import outputs as claims_outputs
-from .analysis.run_files import config_differences, finite_problems
-from .configuration import (ConfigError, check_budget, check_checkout, load_run_config, load_study, load_yaml,
-                            schema_problems)
+from .analysis.run_files import RESTORED_MANIFEST
+from .configuration import (ConfigError, check_budget, check_checkout, load_config_file, load_run_config, load_study,
+                            load_yaml)
 from .custom_cell_checks import check_custom_cells
 from .custom_cells import export as export_custom_cells
 from .evaluation.plan import artifact_evaluation_files
 from .runtime import GIT_SHA_ENV
 from .train import progress_file
+from .train.files import write_text_atomic
 from . import tuning
-from .tuning import TuningPending
 
-RECORDED = ("config.json", "history.csv", "metrics.json")
 RECORDS = Path("records")
-MANIFEST = ".records.json"
+MANIFEST = RESTORED_MANIFEST  # files a render restored, with their digests
 
 
 def record_dir(records: Path, budget: str) -> Path:
@@ -93,12 +95,6 @@ def record_dir(records: Path, budget: str) -> Path:
 
 def results_dir(budget: str) -> Path:
     return Path(grid.results_dir(budget))
-
-
-def evaluation_outputs(run_dir: Path) -> list[Path]:
-    """The JSON files of a run folder besides its config, metrics and training progress (which names the
-    machine and process that trained it): its evaluations' outputs."""
-    return [path for path in sorted(run_dir.glob("*.json")) if path.name not in (*RECORDED, progress_file.NAME)]
 
 
 # ---------------------------------------------------------------- packing
@@ -117,11 +113,26 @@ def pack_run(run_dir: Path, budget: str, records: Path = RECORDS) -> Path:
         raise RuntimeError(f"{run_dir} was trained from a working tree with uncommitted changes (git_sha {sha}): "
                            f"no commit holds the code that made it, so it is not recorded; commit, then train "
                            f"it again (delete its metrics.json, or `records grow` from a clean checkout)")
-    target = record_dir(records, budget) / run_dir.relative_to(results_dir(budget))
+    check_pairing(run_dir)
+    target = record_of_run(run_dir, budget, records)
     target.mkdir(parents=True, exist_ok=True)
-    for source in [run_dir / name for name in RECORDED] + evaluation_outputs(run_dir):
+    sources = [run_dir / name for name in RECORDED] + evaluation_outputs(run_dir)
+    for source in sources:
         shutil.copy2(source, target / source.name)
+    for earlier in evaluation_outputs(target):  # an earlier model's evaluation, which this run has not
+        if earlier.name not in {source.name for source in sources}:
+            earlier.unlink()
     return target
+
+
+def record_of_run(run_dir: Path, budget: str, records: Path = RECORDS) -> Path:
+    return record_dir(records, budget) / Path(run_dir).relative_to(results_dir(budget))
+
+
+def packed_files(run_dir: Path, budget: str, records: Path = RECORDS) -> list[Path]:
+    """The files :func:`pack_run` writes for ``run_dir``."""
+    target = record_of_run(run_dir, budget, records)
+    return [target / name for name in RECORDED] + [target / p.name for p in evaluation_outputs(Path(run_dir))]
 
 
 def pack_speed(speed_file: Path, budget: str, records: Path = RECORDS) -> Path:
@@ -154,42 +165,6 @@ def pack(budget: str | None = None, records: Path = RECORDS, include_synthetic: 
 
 
 # ---------------------------------------------------------------- what is recorded
-
-def _damage(run: Path) -> str | None:
-    """How a record's metrics.json or config.json is unusable (not JSON, not text, off the metrics schema),
-    or None."""
-    for name in ("metrics.json", "config.json"):
-        try:
-            data = json.loads((run / name).read_text())
-        except (json.JSONDecodeError, UnicodeDecodeError) as e:
-            return f"{name} is not valid JSON ({e})"
-        if name == "metrics.json" and (problems := schema_problems(data, "metrics") + finite_problems(data)):
-            return f"{name} is damaged: {'; '.join(problems[:3])}"
-        if not isinstance(data, dict):
-            return f"{name} is not a JSON object"
-    return None
-
-
-def record_problem(study: dict, config: dict, cell: grid.Cell, records: Path) -> str | None:
-    """Why a cell's record cannot be used (missing, unreadable or stale), or None."""
-    run = record_dir(records, cell.budget) / Path(cell.run_dir).relative_to(results_dir(cell.budget))
-    missing = [name for name in RECORDED if not (run / name).exists()]
-    if missing:
-        return f"{cell.key}: not recorded"
-    damage = _damage(run)
-    if damage:
-        return (f"{cell.key}: damaged record ({run}: {damage}; restore it from git, `git checkout -- {run}`, or "
-                f"delete the folder and `records grow` trains the cell again)")
-    recorded = json.loads((run / "config.json").read_text())
-    try:
-        expected = grid.resolve_cell(study, config, cell)
-    except TuningPending as e:
-        return f"{cell.key}: stale record ({e})"
-    changed = config_differences(recorded, expected)
-    if changed:
-        return f"{cell.key}: stale record (the study file changed: {'; '.join(changed[:3])})"
-    return None
-
 
 @dataclasses.dataclass
 class Unit:
@@ -298,7 +273,7 @@ def _load(budget: str, config_file: Path, study_names: list[str] | None = None,
     ``custom_file`` adds (exported, so the notebooks run here see them too)."""
     check_budget(budget)
     source = " merged with ".join(map(str, filter(None, [config_file, custom_file])))
-    config = load_run_config({**load_yaml(config_file), **(load_yaml(custom_file) if custom_file else {}),
+    config = load_run_config({**load_config_file(config_file), **(load_config_file(custom_file) if custom_file else {}),
                               **(settings or {}), "budget": budget}, source=source, command_line=settings)
     names = study_names or config["studies"]
     unknown = [n for n in names if n not in config["studies"]]
@@ -321,6 +296,24 @@ def _digest(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
+def read_manifest(path: Path) -> dict:
+    """The files an earlier render restored, with their digests ({} before the first render)."""
+    try:
+        manifest = json.loads(path.read_text())
+    except FileNotFoundError:
+        return {}
+    except IsADirectoryError:
+        manifest = "is a folder"
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        manifest = f"is not valid JSON ({e})"
+    if isinstance(manifest, dict) and all(isinstance(v, str) for v in manifest.values()):
+        return manifest
+    problem = manifest if isinstance(manifest, str) else "is not an object of file: digest"
+    raise ValueError(f"{path} {problem}: it lists the files earlier renders restored here. Delete it and render "
+                     f"again (a restored file that differs from its record is then named, to move away), or remove "
+                     f"the whole results tree {path.parent} if nothing in it is a run of this machine")
+
+
 def restore(records: Path, budget: str) -> list[Path]:
     """Copy one budget's records into its results tree; returns the metrics files now in place.
 
@@ -335,10 +328,13 @@ def restore(records: Path, budget: str) -> list[Path]:
                                 f"(recorded budgets: {', '.join(known) or 'none'})")
     results = results_dir(budget)
     manifest_file = results / MANIFEST
-    manifest = json.loads(manifest_file.read_text()) if manifest_file.exists() else {}
+    manifest = read_manifest(manifest_file)
     placed = []
+    # a damaged record is not restored (render names it; its notebooks and the scorecard never read it)
+    damaged = {folder for folder in {p.parent for name in RECORDED for p in source.glob(f"runs*/**/{name}")}
+               if _damage(folder)}
     for record in sorted(source.glob("**/*")):
-        if not record.is_file():
+        if not record.is_file() or record.parent in damaged:
             continue
         relative = str(record.relative_to(source))
         target = results / relative
@@ -355,8 +351,18 @@ def restore(records: Path, budget: str) -> list[Path]:
         manifest[relative] = _digest(target)
         if target.name == "metrics.json":
             placed.append(target)
-    manifest_file.parent.mkdir(parents=True, exist_ok=True)
-    manifest_file.write_text(json.dumps(manifest, indent=1, sort_keys=True) + "\n")
+    # a file an earlier render restored whose record is gone (deleted to retrain it, or dropped by a newer
+    # pack) goes too, unless it changed since: a run folder never mixes one record's files with another's
+    for relative, digest in sorted(manifest.items()):
+        target = results / relative
+        if not (source / relative).exists() or (source / relative).parent in damaged:
+            if target.is_file() and _digest(target) == digest:
+                target.unlink()
+                if not any(target.parent.iterdir()):
+                    target.parent.rmdir()
+            if not target.exists():
+                del manifest[relative]
+    write_text_atomic(manifest_file, json.dumps(manifest, indent=1, sort_keys=True) + "\n")
     return placed
 
 
@@ -425,6 +431,7 @@ def render_plan(budget: str, config: dict, studies: dict, records: Path) -> list
     return plan
 
 
+WEIGHTS_NEEDED = "not rendered: it needs the cells' weights"
 _WORKER_KERNEL = None  # a render worker's kernel, shared by the notebooks the worker runs
 
 
@@ -453,11 +460,22 @@ def _run_notebook(notebook: Path, executed: Path, parameters: dict) -> tuple[str
         state = "rendered"
     except RuntimeError as error:
         if "model.pt" in str(error) or f"{grid.PROCESSED}/" in str(error):
-            state = ("not rendered: it needs the cells' weights (model.pt) or the prepared corpus "
-                     f"({grid.PROCESSED}/), which records do not keep")
+            state = (f"{WEIGHTS_NEEDED} (model.pt) or the prepared corpus ({grid.PROCESSED}/), which records do "
+                     f"not keep")
         else:
             state = f"failed: {error}"
     return state, time.monotonic() - started
+
+
+def stop_quietly(signum, frame) -> None:
+    """Ctrl-C during a render: one line, then the kernels and workers shut down without a word (their
+    clients' threads would print dozens of lines of tracebacks as they are torn down)."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C does not cut the shutdown short
+    print("[rnnrepro] stopped by Ctrl-C: the notebooks already running end first (seconds), no other starts; "
+          "this render is incomplete (what it wrote stays): render again", file=sys.stderr, flush=True)
+    os.dup2(os.open(os.devnull, os.O_WRONLY), 2)
+    sys.stderr = open(os.devnull, "w")
+    raise KeyboardInterrupt
 
 
 def say_rendered(budget: str, item: Rendering) -> None:
@@ -490,12 +508,23 @@ def render(budget: str, records: Path = RECORDS, config_file: Path = Path("confi
     # spawned, so that no worker inherits the kernel this process holds for the scorecard
     with ProcessPoolExecutor(max_workers=max(1, min(jobs, len(runnable))), initializer=_start_worker_kernel,
                              mp_context=multiprocessing.get_context("spawn")) as pool:
-        running = {pool.submit(_run_notebook, item.notebook, item.executed, item.parameters): item for item in runnable}
-        for future in as_completed(running):
-            item = running[future]
-            item.state, item.seconds = future.result()
-            say_rendered(budget, item)
+        # the workers start with Ctrl-C ignored (inherited): the main process handles it (stop_quietly)
+        handler = signal.signal(signal.SIGINT, signal.SIG_IGN)
+        try:
+            running = {pool.submit(_run_notebook, item.notebook, item.executed, item.parameters): item
+                       for item in runnable}
+        finally:
+            signal.signal(signal.SIGINT, handler)
+        try:
+            for future in as_completed(running):
+                item = running[future]
+                item.state, item.seconds = future.result()
+                say_rendered(budget, item)
+        except KeyboardInterrupt:
+            pool.shutdown(wait=False, cancel_futures=True)  # the notebooks not started never start
+            raise
     tables = [t for item in runnable if item.state == "rendered" for t in item.tables]
+    remove_earlier_outputs(budget, studies, plan)
     unrendered = {}
     for item in plan:
         if item.state.startswith("not rendered: "):
@@ -527,6 +556,25 @@ def render(budget: str, records: Path = RECORDS, config_file: Path = Path("confi
     return {**{item.key: item.state for item in plan}, "claims": claims.state}
 
 
+def remove_earlier_outputs(budget: str, studies: dict, plan: list[Rendering]) -> None:
+    """Remove the tables and figures an earlier render (or run) left of the artifacts not rendered now:
+    the page and the scorecard then say why each is missing, instead of showing what older records made
+    as current."""
+    for item in plan:
+        if item.state == "rendered" or item.state.startswith(("not in the ", WEIGHTS_NEEDED)):
+            continue  # (what needs weights is never rendered from records: a run of this machine made it)
+        name, artifact = item.key.split("/", 1)
+        tables, figures, _ = _outputs(studies[name], name, artifact, budget)
+        # each table with the forms written beside it (its .md and .tex)
+        made = [p for table in map(Path, tables) for p in sorted(table.parent.glob(f"{table.stem}.*"))]
+        gone = [path for path in made + list(map(Path, figures)) if path.exists() or path.is_symlink()]
+        for path in gone:
+            path.unlink()
+        if gone:
+            print(f"[rnnrepro] {budget}: removed the earlier {', '.join(p.name for p in gone)} of {item.key}, "
+                  f"not rendered now", flush=True)
+
+
 def render_summary(plan: list[Rendering]) -> str:
     """The counts of a render, with the reasons where artifacts were not rendered."""
     rendered = [i for i in plan if i.state == "rendered"]
@@ -538,7 +586,7 @@ def render_summary(plan: list[Rendering]) -> str:
     if weights:
         parts.append(f"{len(weights)} need weights or data that records do not keep ({', '.join(weights)})")
     if missing:
-        parts.append(f"{len(missing)} lack records or have stale ones ({', '.join(missing)})")
+        parts.append(f"{len(missing)} lack records or have stale or damaged ones ({', '.join(missing)})")
     if omitted:
         parts.append(f"{len(omitted)} not in this budget ({', '.join(omitted)})")
     parts.append(f"{len(failed)} failed" + (f" ({', '.join(failed)})" if failed else ""))
@@ -657,18 +705,25 @@ class Grower:
             time.sleep(5)
 
     def record(self, unit: Unit, records: Path) -> list[Path]:
-        written = [pack_run(Path(cell.run_dir), self.budget, records) for cell in unit.cells]
+        """Pack the unit; returns exactly the files written (listed first as packed and not committed,
+        rnnrepro.record_commits)."""
+        files = [f for cell in unit.cells for f in packed_files(Path(cell.run_dir), self.budget, records)]
         if unit.speed:
-            written.append(pack_speed(Path(unit.speed), self.budget, records))
-        return written
+            files.append(record_dir(records, self.budget) / "speed" / Path(unit.speed).name)
+        if self.args.commit:
+            record_commits.note_packing(self.budget, files)
+        for cell in unit.cells:
+            pack_run(Path(cell.run_dir), self.budget, records)
+        if unit.speed:
+            pack_speed(Path(unit.speed), self.budget, records)
+        return files
 
     def commit(self, unit: Unit, paths: list[Path], summary: str) -> None:
-        with self.lock:
-            subprocess.run(["git", "add", "--", *map(str, paths)], check=True)
-            result = subprocess.run(["git", "commit", "-q", "-m", f"records: {self.budget} {unit.name} ({summary})",
-                                     "--", *map(str, paths)], capture_output=True, text=True)
-            if result.returncode != 0 and "nothing to commit" not in result.stdout + result.stderr:
-                self.say(f"warning: could not commit {unit.name}: {(result.stderr or result.stdout).strip()}")
+        problem = record_commits.commit(paths, f"records: {self.budget} {unit.name} ({summary})")
+        if problem:
+            self.say(f"warning: could not commit {unit.name}: {problem}")
+        else:
+            record_commits.note_committed(self.budget, paths)
 
     def summary(self, unit: Unit) -> str:
         if unit.speed:
@@ -707,7 +762,12 @@ class Grower:
                     self.failed.append(unit.name)
                     self.say(f"failed (exit {code}): {unit.name}; see {log}{why_it_failed(log)}")
                 continue
-            written = self.record(unit, self.args.records)
+            try:
+                written = self.record(unit, self.args.records)
+            except (RuntimeError, FileNotFoundError) as error:  # a run pack refuses (uncommitted code, ...)
+                self.failed.append(unit.name)
+                self.say(f"failed: {unit.name} trained but is not recorded: {error}")
+                continue
             summary = self.summary(unit)
             if self.args.commit:
                 self.commit(unit, written, summary)
@@ -784,23 +844,9 @@ def selected(found: list[Unit], patterns: list[str] | None) -> list[Unit]:
 
 
 def commit_leftovers(budget: str, records: Path, say) -> None:
-    """Commit what an earlier grow packed into ``records/<budget>`` but was stopped (killed, or the
-    session ended) before it could commit, so that no finished unit stays only in the work tree."""
-    tree = Path(records) / budget
-    listed = subprocess.run(["git", "status", "--porcelain", "--untracked-files=all", "--", str(tree)],
-                            capture_output=True, text=True)
-    if listed.returncode != 0 or not listed.stdout.strip():
-        return
-    files = len(listed.stdout.strip().splitlines())
-    subprocess.run(["git", "add", "--", str(tree)], check=True)
-    result = subprocess.run(["git", "commit", "-q", "-m", f"records: {budget}, {files} files packed by an earlier "
-                             "grow that stopped before committing them", "--", str(tree)],
-                            capture_output=True, text=True)
-    if result.returncode == 0:
-        say(f"committed {files} files an earlier grow packed into {tree} but did not commit")
-    else:
-        say(f"warning: could not commit what an earlier grow left in {tree}: "
-            f"{(result.stderr or result.stdout).strip()}")
+    """Commit the files an earlier grow packed into ``records/<budget>`` but was stopped (killed, or the
+    session ended) before it could commit, and only those (rnnrepro.record_commits)."""
+    record_commits.commit_leftovers(budget, Path(records) / budget, say)
 
 
 def uncommitted_changes() -> list[str]:
@@ -859,6 +905,7 @@ def grow(args: argparse.Namespace) -> int:
                            f"{', ...' if len(changed) > 5 else ''}): a record must name the commit that made "
                            f"it. Commit or stash them, or grow from a clean checkout (git worktree add ../grow)")
     if args.commit:
+        record_commits.check_branch()
         commit_leftovers(args.budget, args.records, lambda text: print(f"[rnnrepro] {text}", flush=True))
     pending = seed_by_seed([u for u in selected(units(studies, config), args.unit)
                             if u.problems(studies, config, args.records)])
@@ -892,13 +939,14 @@ def seed_by_seed(found: list[Unit]) -> list[Unit]:
 def list_units(args: argparse.Namespace) -> int:
     config, studies = _load(args.budget, args.run_config, args.study, custom_file=args.configfile)
     found = selected(units(studies, config), args.unit)
-    counts = {"recorded": 0, "stale": 0, "missing": 0}
+    counts = {"recorded": 0, "stale": 0, "damaged": 0, "missing": 0}
     for unit in found:
         problems = unit.problems(studies, config, args.records)
-        state = "stale" if any("stale" in p or "damaged" in p for p in problems) else (
-            "missing" if problems else "recorded")
+        state = next((s for s in ("damaged", "stale") if any(f"{s} record" in p for p in problems)),
+                     "missing" if problems else "recorded")
         counts[state] += 1
-        print(f"{state:9s} {unit.name}" + (f"  ({problems[0]})" if problems and state == "stale" else ""))
+        shown = next((p for p in problems if f"{state} record" in p), None)
+        print(f"{state:9s} {unit.name}" + (f"  ({shown})" if shown else ""))
     print(f"{len(found)} units: " + ", ".join(f"{n} {state}" for state, n in counts.items()))
     return 0
 
@@ -925,7 +973,7 @@ def main(argv=None) -> int:
                         help="run config whose studies and seeds are used (its budget is replaced)")
     commands = parser.add_subparsers(dest="command", required=True)
     grow_cmd = commands.add_parser("grow", help="train and record the next unrecorded units of a budget")
-    list_cmd = commands.add_parser("list", help="each unit of a budget: recorded, stale or missing")
+    list_cmd = commands.add_parser("list", help="each unit of a budget: recorded, stale, damaged or missing")
     for command in (grow_cmd, list_cmd):
         command.add_argument("--budget", required=True)
         command.add_argument("--study", action="append", help="only this study (repeatable)")
@@ -983,6 +1031,7 @@ def main(argv=None) -> int:
             return 0
         from .analysis.run_notebook import shared_kernel
 
+        signal.signal(signal.SIGINT, stop_quietly)
         failed = False
         budgets = list(scales_first(args.budget, args.run_config))
         if args.configfile:  # the scorecards' kernel sees the cells of your own only if exported before it starts

@@ -25,6 +25,10 @@ from markdown_it import MarkdownIt
 
 from . import grid
 
+# Captions are Markdown without raw HTML: HTML in a notebook's description, a study file or a config (a
+# caption quotes all three) is shown as text, so none of them can put a script or a form into a page.
+# markdown-it's own link check drops javascript:, vbscript: and data: links (but data:image/...).
+CAPTION_MARKDOWN = MarkdownIt("commonmark", {"html": False})
 MARKDOWN_CELL = re.compile(r"^# %% \[markdown\]\n((?:#.*\n?)+)", re.MULTILINE)
 
 
@@ -44,7 +48,7 @@ def notebook_header(notebook: Path) -> tuple[str, str]:
 def as_rst(markdown: str) -> str:
     """A Markdown caption as reStructuredText: rendered to HTML by markdown-it and embedded raw (the
     notebooks' descriptions are Markdown, with lists and underscores that reStructuredText reads otherwise)."""
-    html = MarkdownIt("commonmark").render(markdown)
+    html = CAPTION_MARKDOWN.render(markdown)
     return ".. raw:: html\n\n" + textwrap.indent(html, "   ") + "\n"
 
 

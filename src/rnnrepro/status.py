@@ -13,6 +13,8 @@ grid of config/config.yaml's budget, saying so.
 
 States:
   done         metrics.json is written (and reads as a cell's metrics)
+  stale        done, but with another config than the study file gives the cell now (a recipe, a width
+               or a cell option changed since): no table reads it, and a rerun trains it again
   running      progress.json says running and was rewritten in the last 2 minutes (the trainer
                rewrites it at least every 30 s); on the machine that trains the cell, its process also
                still exists. The note says where it is and about how long it should still take
@@ -45,14 +47,14 @@ from pathlib import Path
 from tabulate import tabulate
 
 from . import console, grid
-from .analysis.run_files import DamagedRunFile, check_weights, read_metrics
+from .analysis.run_files import DamagedRunFile, check_weights, read_metrics, stale_problem
 from .configuration import ConfigError, budgets, check_budget, check_checkout, load_run_config, load_study, load_yaml
 from .train import progress_file
 
 # A running cell's progress.json not rewritten for this long has no live process: the trainer rewrites it
 # every HEARTBEAT_SECONDS; the margin covers a loaded machine and a shared file system's delays.
 STALE_SECONDS = 4 * progress_file.HEARTBEAT_SECONDS
-STATES = ("done", "running", "failed", "interrupted", "pending")
+STATES = ("done", "stale", "running", "failed", "interrupted", "pending")
 NOTE_WIDTH = 70  # characters per line of the table's note column
 WATCH_SECONDS = 10.0  # --watch without SECONDS: seconds between refreshes
 
@@ -146,7 +148,10 @@ def whereabouts(record: dict) -> str:
     return ", ".join(parts)
 
 
-def cell_status(root: Path, cell: grid.Cell, dataset: str, now: float | None = None) -> CellStatus:
+def cell_status(root: Path, cell: grid.Cell, dataset: str, now: float | None = None,
+                study: dict | None = None) -> CellStatus:
+    """One cell's row; with its ``study``, a finished cell whose config.json is not what the study file
+    makes of it now is ``stale``, not done."""
     run_dir = root / cell.run_dir
     row = CellStatus(cell.study, dataset, cell.corpus, cell.model, cell.fraction, cell.seed, "pending")
     metrics_file = run_dir / "metrics.json"
@@ -158,6 +163,9 @@ def cell_status(root: Path, cell: grid.Cell, dataset: str, now: float | None = N
             row.state, row.note = "failed", str(e).removeprefix(f"run folder {metrics_file.parent}: ")
             return row
         row.state, row.dataset = "done", m.get("dataset", dataset)
+        stale = study is not None and (run_dir / "config.json").exists() and stale_problem(metrics_file, study)
+        if stale:
+            row.state, row.note = "stale", stale.removeprefix(f"{run_dir}: ")
         row.epochs, row.wall_seconds = m.get("epochs"), m.get("wall_seconds")
         row.val_loss = m.get("val_loss", m.get("val_cross_entropy"))
         row.val_ppl, row.test_ppl, row.test_accuracy = m.get("val_ppl"), m.get("test_ppl"), m.get("test_accuracy")
@@ -242,8 +250,8 @@ def collect(root: Path, study_filter: list[str] | None = None, budget: str | Non
     else:
         cells = list(dict.fromkeys(grid_cells(config, studies) + cells_on_disk(root, names, config["budget"])))
     now = time.time()
-    rows = [cell_status(root, cell, grid.dataset_for(studies[cell.study], config, cell.corpus), now)
-            for cell in cells]
+    rows = [cell_status(root, cell, grid.dataset_for(studies[cell.study], config, cell.corpus), now,
+                        studies[cell.study]) for cell in cells]
     for row in rows:
         row.budget = config["budget"]
     return sorted(rows, key=lambda r: (r.study, r.dataset, r.corpus, r.model, r.fraction, r.seed))
@@ -272,7 +280,8 @@ def render(rows: list[CellStatus], fmt: str, header: bool = True) -> str:
     records = [{("wall_time" if k == "wall_seconds" else k): (wall_time(v) if k == "wall_seconds" else v)
                 for k, v in record.items() if k != "budget"} for record in records]
     counts = {state: sum(r.state == state for r in rows) for state in STATES}
-    summary = f"{len(rows)} cells: " + ", ".join(f"{n} {state}" for state, n in counts.items())
+    summary = f"{len(rows)} cells: " + ", ".join(f"{n} {state}" for state, n in counts.items()
+                                                 if n or state != "stale")  # stale: only where there are some
     # the note (an error line) is wrapped, never cut
     widths = [NOTE_WIDTH if key == "note" else None for key in (records[0] if records else {})]
     return (tabulate(records, headers="keys", floatfmt=".4g", missingval="", maxcolwidths=widths or None)

@@ -19,6 +19,8 @@ import os
 from datetime import datetime, timezone
 from pathlib import Path
 
+from ..train.files import write_text_atomic
+
 SUFFIX = ".last-failure"
 
 
@@ -31,7 +33,8 @@ def record_failure(executed_notebook: str | Path, error: BaseException) -> None:
     path = failure_record(executed_notebook)
     path.parent.mkdir(parents=True, exist_ok=True)
     when = f"{datetime.now(timezone.utc).isoformat(timespec='microseconds')} pid {os.getpid()}"
-    path.write_text(json.dumps({"failed_at": when, "error": f"{type(error).__name__}: {error}"}, indent=1) + "\n")
+    record = {"failed_at": when, "error": f"{type(error).__name__}: {error}"}
+    write_text_atomic(path, json.dumps(record, indent=1) + "\n")
 
 
 def last_failure(executed_notebook: str | Path) -> str:

@@ -8,6 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..custom_cells import FOOTING, _number, standing
+from ..train.files import write_text_atomic
 from .run_files import read_metrics, read_run_config
 
 
@@ -57,4 +58,4 @@ def add_footing(study: dict, artifact: str, metrics_files: list[str], table_file
         added = study.get("custom_cells", {})
         table[FOOTING] = [words.get((str(model), str(dataset)), standing(study, str(model)) if model in added else "")
                           for model, dataset in zip(table["model"], datasets)]
-        table.to_csv(path, index=False)
+        write_text_atomic(Path(path), table.to_csv(index=False))

@@ -31,6 +31,7 @@ from .. import console
 from ..cells import implementation
 from .results import paper_values, read_cells, summarise_seeds
 from .run_files import read_run_config
+from ..train.files import write_text_atomic
 
 STAGES = ("base", "finetune", "dynamic")
 LOGGER = console.LOGGER.getChild("speed")  # by name: run as `python -m`, this module is __main__
@@ -362,7 +363,7 @@ def main(argv=None) -> int:
     # The budget of the run (its shapes, or the paper's where `widths: paper`)
     result["budget"] = settings["budget"]
     args.output.parent.mkdir(parents=True, exist_ok=True)
-    args.output.write_text(json.dumps(result, indent=2) + "\n")
+    write_text_atomic(args.output, json.dumps(result, indent=2) + "\n")
     return 0
 
 

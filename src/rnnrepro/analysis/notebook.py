@@ -28,12 +28,14 @@ from __future__ import annotations
 
 import math
 import os
+from pathlib import Path
 
 import matplotlib
 import matplotlib.pyplot as plt
 import pandas as pd
 
 from ..configuration import load_study
+from ..train.files import write_atomic, write_text_atomic
 from .results import read_cells
 
 matplotlib.use("Agg")  # see the module docstring
@@ -88,10 +90,11 @@ def save(table: pd.DataFrame, path: str, complete: list[str] = ()) -> None:
             raise ValueError(f"{os.path.relpath(path)} not written: {len(empty)} of its {len(table)} rows have no "
                              f"{column} (the first: {names}); look at the metrics.json (and evaluation files) "
                              f"of that row's cells")
-    rounded(table).to_csv(path, index=False)
+    write_text_atomic(Path(path), rounded(table).to_csv(index=False))
 
 
 def save_figure(figure: plt.Figure, path: str, dpi: int = 120) -> None:
     """Write an artifact figure (PNG, trimmed to its content) and close it."""
-    figure.savefig(path, dpi=dpi, bbox_inches="tight")
+    # whole or not at all: a figure cut short by a kill or a full disk would be shown as an empty image
+    write_atomic(Path(path), lambda f: figure.savefig(f, format="png", dpi=dpi, bbox_inches="tight"))
     plt.close(figure)

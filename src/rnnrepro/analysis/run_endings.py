@@ -21,6 +21,7 @@ from pathlib import Path
 import pandas as pd
 
 from .. import grid
+from .run_files import read_history
 
 COLUMNS = ["study", "artifact", "dataset", "behind", "model", "seed", "epochs", "epoch_cap", "capped",
            "improving_pct", "params"]
@@ -67,8 +68,7 @@ def run_ending(run_dir: Path) -> dict | None:
         return None
     metrics = json.loads(metrics_file.read_text())
     config = json.loads((run_dir / "config.json").read_text())
-    history_file = run_dir / "history.csv"
-    history = pd.read_csv(history_file) if history_file.exists() else pd.DataFrame()
+    history = read_history(run_dir) if (run_dir / "history.csv").exists() else pd.DataFrame()
     recipe = config.get("recipe") or {}
     cap = recipe.get("epochs")
     epochs = int(history["epoch"].max()) if "epoch" in history and len(history) else metrics.get("epochs")

@@ -31,7 +31,37 @@ class DamagedRunFile(ValueError):
 REBUILD_WEIGHTS = "delete it and its metrics.json, then rerun, and Snakemake rebuilds that cell first"
 
 
-def _rebuild(path: Path) -> str:
+# Files ``records render`` restored into a results tree are listed there (rnnrepro.records.MANIFEST).
+RESTORED_MANIFEST = ".records.json"
+
+
+def restored_from(path: Path) -> Path | None:
+    """The record a results file was restored from by ``records render`` (listed in its results tree's
+    manifest), or None for a run of this machine: a damaged restored file is fixed in its record."""
+    path = Path(path).absolute()
+    for root in path.parents:
+        manifest = root / RESTORED_MANIFEST
+        if manifest.is_file():
+            try:
+                listed = json.loads(manifest.read_text())
+            except (OSError, ValueError):
+                return None
+            relative = str(path.relative_to(root))
+            if not isinstance(listed, dict) or relative not in listed:
+                return None
+            from ..layout import DEFAULT_BUDGET, RESULTS  # the budget whose tree this is
+
+            budget = DEFAULT_BUDGET if root.name == RESULTS else root.name
+            return Path("records") / budget / relative
+    return None
+
+
+def _rebuild(path: Path, damaged: Path | None = None) -> str:
+    record = restored_from(damaged or path)
+    if record is not None:
+        return (f"It was restored from the record {record}, which is damaged the same way: restore the record "
+                f"from git (`git checkout -- {record}`), then render again (`python -m rnnrepro.records "
+                f"render --budget {record.parts[1]}`); nothing needs retraining")
     return (f"Retrain that cell: rerun your snakemake command (same --profile/--config) with the target "
             f"{path} and --force, or restore the file")
 
@@ -41,10 +71,10 @@ def _read_json(path: Path) -> object:
         return json.loads(path.read_text())
     except json.JSONDecodeError as e:
         raise DamagedRunFile(f"run folder {path.parent}: {path.name} is not valid JSON ({e}). "
-                             f"{_rebuild(path.parent / 'metrics.json')}") from None
+                             f"{_rebuild(path.parent / 'metrics.json', path)}") from None
     except UnicodeDecodeError as e:
         raise DamagedRunFile(f"run folder {path.parent}: {path.name} is not text ({e.reason}). "
-                             f"{_rebuild(path.parent / 'metrics.json')}") from None
+                             f"{_rebuild(path.parent / 'metrics.json', path)}") from None
 
 
 def read_metrics(path: Path | str) -> dict:
@@ -65,7 +95,7 @@ def read_run_config(run_dir: Path | str) -> dict:
     missing = [key for key in ("architecture", "recipe_name") if not isinstance(config, dict) or key not in config]
     if missing:
         raise DamagedRunFile(f"run folder {path.parent}: {path.name} is damaged: no {', '.join(missing)}. "
-                             f"{_rebuild(path.parent / 'metrics.json')}")
+                             f"{_rebuild(path.parent / 'metrics.json', path)}")
     return config
 
 
@@ -93,6 +123,8 @@ EVALUATION_NUMBERS = {
 
 
 def _rerun_evaluation(path: Path) -> str:
+    if restored_from(path) is not None:
+        return _rebuild(path)
     return f"Delete it and rerun your snakemake command (same --profile/--config): that evaluation runs again ({path})"
 
 
@@ -172,7 +204,7 @@ def read_history(run_dir: Path | str):
         raise
     except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as e:
         raise DamagedRunFile(f"run folder {path.parent}: {path.name} is damaged (not a CSV table: "
-                             f"{str(e).strip().splitlines()[0]}). {_rebuild(path.parent / 'metrics.json')}") from None
+                             f"{str(e).strip().splitlines()[0]}). {_rebuild(path.parent / 'metrics.json', path)}") from None
     problems = [f"no column {column}" for column in HISTORY_COLUMNS if column not in history.columns]
     if history.empty:
         problems.append("no rows")
@@ -188,7 +220,7 @@ def read_history(run_dir: Path | str):
             problems.append(f"val_loss is {bad.iloc[0]} in row {bad.index[0] + 1}")
     if problems:
         raise DamagedRunFile(f"run folder {path.parent}: {path.name} is damaged: {'; '.join(problems[:5])}. "
-                             f"{_rebuild(path.parent / 'metrics.json')}")
+                             f"{_rebuild(path.parent / 'metrics.json', path)}")
     return history
 
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -20,6 +20,7 @@ class Corpus:
     train: torch.Tensor  # 1-D int64 token ids
     valid: torch.Tensor
     test: torch.Tensor
+    files: dict[str, Path] = field(default_factory=dict)  # split -> the file it was read from
 
 
 def _unknown(path: Path, token: str, where: str) -> DataError:
@@ -70,7 +71,20 @@ def load_corpus(processed_dir: Path | str, train_file: Path | str | None = None)
         tensors = {split: _encode_words(path, index) for split, path in paths.items()}
     else:
         tensors = {split: _encode_chars(path, vocab) for split, path in paths.items()}
-    return Corpus(vocab=vocab, tokenizer=tokenizer, **tensors)
+    return Corpus(vocab=vocab, tokenizer=tokenizer, **tensors, files=paths)
+
+
+def check_batch_sizes(corpus: Corpus, sizes: dict[str, tuple[str, int]]) -> None:
+    """Stop before training where a split is too short for its batch size (``sizes``: split -> (the
+    recipe's key, its value)), naming the split, its file and the key: batchify needs two rows."""
+    for split, (key, batch_size) in sizes.items():
+        tokens = getattr(corpus, split).numel()
+        if tokens // batch_size < 2:
+            path = corpus.files.get(split, split)
+            what = "is empty" if tokens == 0 else f"has {tokens} tokens"
+            raise DataError(f"the {split} split {path} {what}: too few for the recipe's {key} {batch_size} (at "
+                            f"least {2 * batch_size} tokens). Prepare that file again (delete it and rerun: a "
+                            f"fraction of a short split may be empty), or lower {key} in the study file's budget")
 
 
 def batchify(data: torch.Tensor, batch_size: int) -> torch.Tensor:

@@ -40,11 +40,12 @@ import jinja2
 from .. import grid, layout
 from ..analysis.claims import outputs as claims_outputs, read_scorecard
 from ..configuration import load_study
+from ..train.files import write_text_atomic
 from .facts import machines, study_scales
 from .scorecard import (artifact_of_table, paper_groups, not_tested_reasons, scorecard_seeds, tiles,
                         verdict_class, verdict_counts)
 from .summary import headline_claims, paragraph
-from .tables import artifact_views, column_order, data_uri, number_text
+from .tables import DamagedOutput, artifact_views, column_order, data_uri, number_text
 from .words import Namer, trained_sizes
 
 __all__ = ["build", "column_order", "main", "number_text", "page_path", "scorecard_seeds", "verdict_class",
@@ -98,15 +99,14 @@ def build(run_config: dict, states: dict[str, str] | None = None, now: datetime.
         total=len(card), papers=papers, mine=mine, tiles=tiles(papers), not_tested=not_tested_reasons(papers),
         other_scales=sorted({s for s in card["other_scale"].fillna("").astype(str) if s}),
         scales=list(scales.values()), machines=machines(root),
-        overview=data_uri(Path(figures[0])) if Path(figures[0]).is_file() else "",
-        by_budget=data_uri(by_budget) if by_budget.is_file() else "",
+        overview=data_uri(Path(figures[0]), budget) if Path(figures[0]).is_file() else "",
+        by_budget=data_uri(by_budget, budget) if by_budget.is_file() else "",
         studies=[{"id": name, "title": study["title"], "artifacts": [v for v in views if v.study == name],
-                  "effects": data_uri(effect_figures[name]) if effect_figures[name].is_file() else ""}
+                  "effects": data_uri(effect_figures[name], budget) if effect_figures[name].is_file() else ""}
                  for name, study in studies.items()],
         scorecard_href=scorecard.relative_to(root).as_posix())
     path = root / PAGE
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(page, encoding="utf-8")
+    write_text_atomic(path, page)
     return path
 
 
@@ -125,7 +125,7 @@ def main(argv=None) -> int:
         parser.error(f"--run-config lacks {', '.join(missing)}: it needs the budget, its seeds and its studies")
     try:
         path = build(run_config)
-    except FileNotFoundError as error:
+    except (FileNotFoundError, DamagedOutput) as error:
         print(f"[rnnrepro] error: {error}", file=sys.stderr)
         return 1
     print(f"[rnnrepro] the results page: {path}")

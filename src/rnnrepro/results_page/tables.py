@@ -10,16 +10,25 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pandas as pd
-from markdown_it import MarkdownIt
 
 from .. import grid
 from ..analysis.notebook import readable
 from ..configuration import project_root
-from ..report import artifact_caption_markdown
+from ..report import CAPTION_MARKDOWN, artifact_caption_markdown
 
 #: a table longer than this shows its first rows; the CSV beside the page holds them all
 MAX_ROWS = 40
-MARKDOWN = MarkdownIt("commonmark")
+PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+
+
+class DamagedOutput(ValueError):
+    """A table or figure the page would show cannot be read; the message names it and how to rebuild it."""
+
+
+def _rebuild(path: Path, budget: str, what: str) -> DamagedOutput:
+    return DamagedOutput(f"{path} {what}: the page shows no damaged table or figure. Rebuild it: `python -m "
+                         f"rnnrepro.records render --budget {budget}` where the budget is recorded, else rerun "
+                         f"your snakemake command with the target {path} and --force")
 
 
 def number_text(value) -> str:
@@ -64,8 +73,11 @@ class TableView:
     total: int                    # rows in the CSV
 
 
-def table_view(path: Path, page_dir: Path, max_rows: int = MAX_ROWS) -> TableView:
-    table = pd.read_csv(path)
+def table_view(path: Path, page_dir: Path, max_rows: int = MAX_ROWS, budget: str = "") -> TableView:
+    try:
+        table = pd.read_csv(path)
+    except (pd.errors.EmptyDataError, pd.errors.ParserError, UnicodeDecodeError) as e:
+        raise _rebuild(path, budget, f"is not a CSV table ({str(e).strip().splitlines()[0]})") from None
     columns = column_order([str(c) for c in table.columns])
     rows = [[(number_text(value), isinstance(value, (int, float)) and not isinstance(value, bool)) for value in row]
             for row in table[columns].head(max_rows).itertuples(index=False)]
@@ -73,8 +85,11 @@ def table_view(path: Path, page_dir: Path, max_rows: int = MAX_ROWS) -> TableVie
                      [c for c in columns if c.startswith("paper_")], rows, len(table))
 
 
-def data_uri(png: Path) -> str:
-    return "data:image/png;base64," + base64.b64encode(png.read_bytes()).decode("ascii")
+def data_uri(png: Path, budget: str = "") -> str:
+    data = png.read_bytes()
+    if not data.startswith(PNG_SIGNATURE):
+        raise _rebuild(png, budget, "is empty (0 bytes)" if not data else "is not a PNG image")
+    return "data:image/png;base64," + base64.b64encode(data).decode("ascii")
 
 
 @dataclass
@@ -100,11 +115,11 @@ def artifact_views(studies: dict[str, dict], config: dict, root: Path, states: d
             caption = artifact_caption_markdown(study, config, artifact, project)
             title = caption.splitlines()[0].strip("*")
             view = ArtifactView(name, artifact, f"{name}-{artifact}", title,
-                                MARKDOWN.render("\n".join(caption.splitlines()[2:])))
+                                CAPTION_MARKDOWN.render("\n".join(caption.splitlines()[2:])))
             tables = [root / "tables" / f"{t}.csv" for t in spec["tables"]]
             figures = [root / "figures" / f"{f}.png" for f in spec["figures"]]
-            view.tables = [table_view(t, root) for t in tables if t.is_file()]
-            view.figures = [(f.stem, data_uri(f)) for f in figures if f.is_file()]
+            view.tables = [table_view(t, root, budget=config["budget"]) for t in tables if t.is_file()]
+            view.figures = [(f.stem, data_uri(f, config["budget"])) for f in figures if f.is_file()]
             absent = [p.name for p in tables + figures if not p.is_file()]
             if absent:
                 state = states.get(f"{name}/{artifact}", "")

@@ -72,6 +72,29 @@ def out_of_memory_advice(run_dir: Path, error: BaseException) -> str:
             f"and three did not. {fix}; the cell resumes from its last checkpoint in {checkpoint_dir(run_dir)}.")
 
 
+def is_cpu_out_of_memory(error: BaseException) -> bool:
+    """Whether ``error`` is the host running out of memory: Python's MemoryError, or torch's CPU allocator
+    ("DefaultCPUAllocator: can't allocate memory: you tried to allocate N bytes")."""
+    return isinstance(error, MemoryError) or (isinstance(error, RuntimeError) and (
+        "DefaultCPUAllocator" in str(error) or "can't allocate memory" in str(error)))
+
+
+def cpu_out_of_memory_advice(cfg: dict | None, run_dir: Path, error: BaseException) -> str:
+    """What to do when the machine's memory ran out: the cell, its size, and what to lower."""
+    cfg = cfg or {}
+    a, r = cfg.get("architecture") or {}, cfg.get("recipe") or {}
+    size = ", ".join(f"{key} {value}" for key, value in (
+        ("layers", a.get("layers")), ("hidden_size", a.get("hidden_size")), ("embedding_size", a.get("embedding_size")),
+        ("batch_size", r.get("batch_size")), ("bptt", r.get("bptt")), ("eval_batch_size", r.get("eval_batch_size")))
+        if value is not None)
+    said = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+    return (f"cell {run_dir} (model {cfg.get('model', '?')} of study {cfg.get('study', '?')}): the machine ran out "
+            f"of memory ({said}). Its size: {size or 'unknown'}. Run fewer jobs side by side (a lower --cores or "
+            f"--jobs: each job holds its own model, batches and activations), or lower the recipe's batch_size "
+            f"or bptt (or the model's width) in its study file's budget (a changed recipe starts the cell "
+            f"afresh); the cell resumes from its last checkpoint in {checkpoint_dir(run_dir)}.")
+
+
 def main(argv=None) -> int:
     args = parse_args(argv)
     console.setup_logging()
@@ -96,6 +119,15 @@ def main(argv=None) -> int:
         print(f"[rnnrepro] {args.run_dir}: stopped by Ctrl-C; a rerun resumes from its last checkpoint "
               f"({checkpoint_dir(args.run_dir)})", file=sys.stderr)
         return EXIT_CTRL_C
+    except (MemoryError, RuntimeError) as e:
+        if not is_cpu_out_of_memory(e):
+            failed = custom_cell_failure(cfg, args.run_dir, e)
+            if failed is None:
+                raise
+            print(f"[rnnrepro] error: {failed}", file=sys.stderr)
+            return 1
+        print(f"[rnnrepro] error: {cpu_out_of_memory_advice(cfg, args.run_dir, e)}", file=sys.stderr)
+        return 1
     except Exception as e:
         failed = custom_cell_failure(cfg, args.run_dir, e)
         if failed is None:

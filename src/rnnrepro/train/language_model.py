@@ -30,7 +30,7 @@ import torch.nn.functional as F
 
 from .. import console, precision
 from ..cells import detach_state
-from ..data.corpus import batchify, get_batch, load_corpus
+from ..data.corpus import batchify, check_batch_sizes, get_batch, load_corpus
 from ..models.language_model import DEFAULT_INIT_RANGE, Dropouts, LanguageModel
 from . import checkpoint
 from .averaging import WeightAverager
@@ -154,6 +154,11 @@ class LanguageModelTask:
         self.cfg, self.device, self.recipe = cfg, device, cfg["recipe"]
         self.precision = cfg["precision"]
         self.corpus = load_corpus(Path(cfg["data"]["dir"]), Path(cfg["data"]["train_file"]))
+        r = self.recipe
+        check_batch_sizes(self.corpus, {
+            "train": ("batch_size", r["batch_size"]), "test": ("test_batch_size", r["test_batch_size"]),
+            "valid": max(("eval_batch_size", r["eval_batch_size"]), ("test_batch_size", r["test_batch_size"]),
+                         key=lambda pair: pair[1])})
         self.model = build_model(cfg, len(self.corpus.vocab)).to(device)
         self.best_path = checkpoint.checkpoint_dir(run_dir) / checkpoint.BEST
         self.train_data = batchify(self.corpus.train, self.recipe["batch_size"]).to(device)

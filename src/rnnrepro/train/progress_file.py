@@ -93,6 +93,19 @@ def process_exists(pid: int) -> bool:
     return True
 
 
+def is_trainer(pid: int) -> bool:
+    """Whether process ``pid`` runs this package (its command line names rnnrepro): a progress.json left by
+    a killed trainer may name a pid the system has since given to an unrelated process. True where the
+    command line cannot be read (no /proc)."""
+    try:
+        command = Path(f"/proc/{pid}/cmdline").read_bytes()
+    except FileNotFoundError:
+        return Path("/proc/self").exists() is False  # no such process, or no /proc at all
+    except OSError:
+        return True
+    return b"rnnrepro" in command
+
+
 def hold_lock(run_dir: Path) -> int | None:
     """Take the cell's trainer.lock for this process: its open descriptor (the lock lasts until it is
     closed or the process ends), or None when another process holds it."""
@@ -149,7 +162,8 @@ def another_trainer(run_dir: Path, stale_seconds: float = 4 * HEARTBEAT_SECONDS)
         age = datetime.now(timezone.utc).timestamp() - datetime.fromisoformat(record["updated_at"]).timestamp()
     except (KeyError, TypeError, ValueError):
         return None
-    if not isinstance(pid, int) or pid == os.getpid() or age > stale_seconds or not process_exists(pid):
+    if (not isinstance(pid, int) or pid == os.getpid() or age > stale_seconds or not process_exists(pid)
+            or not is_trainer(pid)):
         return None
     return f"pid {pid}, started {record.get('started_at', '?')}"
 
