@@ -35,13 +35,10 @@ import argparse
 import csv
 import difflib
 import io
-import math
 import os
-import socket
 import sys
 import time
 from dataclasses import asdict, dataclass, fields
-from datetime import datetime
 from pathlib import Path
 
 from tabulate import tabulate
@@ -49,14 +46,11 @@ from tabulate import tabulate
 from . import console, grid
 from .analysis.run_files import DamagedRunFile, check_weights, read_metrics, stale_problem
 from .configuration import ConfigError, budgets, check_budget, check_checkout, load_run_config, load_study, load_yaml
+from .progress_reading import STALE_SECONDS, WATCH_SECONDS, process_gone, progress_problem, wall_time  # noqa: F401
 from .train import progress_file
 
-# A running cell's progress.json not rewritten for this long has no live process: the trainer rewrites it
-# every HEARTBEAT_SECONDS; the margin covers a loaded machine and a shared file system's delays.
-STALE_SECONDS = 4 * progress_file.HEARTBEAT_SECONDS
 STATES = ("done", "stale", "running", "failed", "interrupted", "pending")
 NOTE_WIDTH = 70  # characters per line of the table's note column
-WATCH_SECONDS = 10.0  # --watch without SECONDS: seconds between refreshes
 
 
 @dataclass
@@ -95,45 +89,6 @@ def cells_on_disk(root: Path, study_names: list[str], budget: str) -> list[grid.
             if frac[4:].isdigit() and seed[4:].isdigit():
                 cells.append(grid.Cell(study, corpus, model, int(frac[4:]), int(seed[4:]), budget))
     return cells
-
-
-# progress.json's keys and their types (rnnrepro.train.progress_file); anything else is a damaged file
-PROGRESS_NUMBERS = ("epoch", "epochs", "epochs_done", "batch", "batches_per_epoch", "iteration", "train_loss",
-                    "val_loss", "val_ppl", "best_val_loss", "best_val_ppl", "seconds", "eta_seconds")
-PROGRESS_TEXTS = ("phase", "cell", "host", "started_at", "updated_at", "error", "stopped_by")
-
-
-def progress_problem(record: dict) -> str | None:
-    """How a progress record that parsed as JSON is still unusable (a number written as a string, an
-    infinite time left, a pid that is not an integer), or None."""
-    for key in PROGRESS_NUMBERS:
-        value = record.get(key)
-        if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))
-                                  or not math.isfinite(value)):
-            return f"key {key!r} is {value!r}, not a finite number"
-    for key in PROGRESS_TEXTS:
-        if record.get(key) is not None and not isinstance(record[key], str):
-            return f"key {key!r} is {record[key]!r}, not text"
-    pid = record.get("pid")
-    if pid is not None and (isinstance(pid, bool) or not isinstance(pid, int)):
-        return f"key 'pid' is {pid!r}, not a process id"
-    return None
-
-
-def process_gone(record: dict, now: float) -> str | None:
-    """Why a cell whose progress.json says running has no live training process (None while it has one)."""
-    try:
-        age = now - datetime.fromisoformat(record["updated_at"]).timestamp()
-    except (KeyError, TypeError, ValueError):
-        age = math.inf
-    if age > STALE_SECONDS:
-        why = f"progress.json not rewritten for {wall_time(age)}" if math.isfinite(age) else "no heartbeat"
-    elif record.get("host") == socket.gethostname() and isinstance(record.get("pid"), int) \
-            and not progress_file.process_exists(record["pid"]):
-        why = f"its process (pid {record['pid']}) is gone"
-    else:
-        return None
-    return f"no training process ({why}): killed (SIGKILL, out of memory, a lost node) or ended with its Snakemake"
 
 
 def whereabouts(record: dict) -> str:
@@ -255,14 +210,6 @@ def collect(root: Path, study_filter: list[str] | None = None, budget: str | Non
     for row in rows:
         row.budget = config["budget"]
     return sorted(rows, key=lambda r: (r.study, r.dataset, r.corpus, r.model, r.fraction, r.seed))
-
-
-def wall_time(seconds: float | None) -> str:
-    if seconds is None:
-        return ""
-    minutes, secs = divmod(round(seconds), 60)
-    hours, minutes = divmod(minutes, 60)
-    return f"{hours}h{minutes:02d}m" if hours else f"{minutes}m{secs:02d}s"
 
 
 CSV_FIELDS = ["budget"] + [f.name for f in fields(CellStatus) if f.name != "budget"]

@@ -2,7 +2,7 @@
 [SECONDS]`` (every 10 s without SECONDS; Ctrl-C ends it). ``--budget`` and ``--study`` narrow it.
 
 One row per cell whose ``progress.json`` says it is running and whose trainer is alive (the same test
-as ``status``: rnnrepro.status.process_gone), in every budget's run folders (``runs/`` and the
+as ``status``: rnnrepro.progress_reading.process_gone), in every budget's run folders (``runs/`` and the
 precisions' ``runs-<precision>/``), cells of your own included:
 
   cell        budget, study/corpus/model/frac/seed, and what it does when it is not training
@@ -32,7 +32,7 @@ from pathlib import Path
 from tabulate import tabulate
 
 from . import layout
-from .status import WATCH_SECONDS, process_gone, progress_problem, wall_time
+from .progress_reading import WATCH_SECONDS, process_gone, progress_problem, wall_time
 from .train import progress_file
 
 CLEAR = "\033[H\033[2J"  # cursor home, clear the screen (a terminal only)
