@@ -1,7 +1,7 @@
 # The README's two commands:
 #   make smoke   set up .venv, run the whole pipeline on the smoke budget (CPU minutes), write its results
 #                page results/smoke/index.html and the workflow's report results/smoke/report.html
-#   make test    set up .venv and run the test suite
+#   make test    set up .venv and run the test suite (make test-fast: without the end-to-end runs)
 # Everything is installed from requirements.txt (exact pins) into .venv.
 #   make clean                 remove the smoke budget's results, logs and synthetic corpora, naming them
 #   make clean BUDGET=cpu      another budget's (paper: results/ and logs/ without the other budgets' folders)
@@ -17,7 +17,7 @@ export PATH := $(BIN):$(PATH)
 # the recipes quote every path they give the shell. VENV itself names make targets, which cannot
 # have spaces: keep it relative (the default) or give one without.
 
-.PHONY: smoke test setup clean example
+.PHONY: smoke test test-fast setup clean example
 
 setup: $(STAMP)
 
@@ -52,6 +52,11 @@ example: $(STAMP)
 
 test: $(STAMP)
 	"$(BIN)/python" -m pytest
+
+# Everyday edits: every test but the end-to-end runs of the pipeline (marker `slow`); `make test` stays
+# the whole suite and what CI runs.
+test-fast: $(STAMP)
+	"$(BIN)/python" -m pytest -m "not slow"
 
 # Only the budget's own files, by the layout the workflow writes (src/rnnrepro/layout.py, standard
 # library only: any Python 3 runs it, .venv or not).
