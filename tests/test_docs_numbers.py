@@ -34,7 +34,7 @@ def test_the_example_cells_parameters_and_times_are_the_records():
 def test_the_cpu_render_runs_and_renders_what_benchmarks_md_says(monkeypatch):
     """Which notebooks the render runs comes from its plan (the records and the budget's artifacts);
     of those, the ones that read the cells' weights stop, as records keep none."""
-    monkeypatch.setattr(records, "write_inputs_list", lambda *args, **kwargs: None)  # writes in results/
+    monkeypatch.setattr(records.rendering, "write_inputs_list", lambda *args, **kwargs: None)  # writes in results/
     monkeypatch.chdir(REPO_ROOT)
     config, studies = records._load("cpu", REPO_ROOT / "config/config.yaml")
     plan = records.render_plan("cpu", config, studies, REPO_ROOT / "records")

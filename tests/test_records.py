@@ -377,7 +377,7 @@ def test_records_name_the_commit_that_made_them(tmp_path, monkeypatch):
     assert records.uncommitted_changes() == []
     (tmp_path / "code.py").write_text("x = 2\n")
     assert records.uncommitted_changes() == ["code.py"]
-    monkeypatch.setattr(records, "_load", lambda budget, *rest: ({"budget": budget}, {}))
+    monkeypatch.setattr(records.growing, "_load", lambda budget, *rest: ({"budget": budget}, {}))
     args = argparse.Namespace(budget="cpu", run_config=None, study=None, commit=False, records=tmp_path / "records",
                               config=[])
     with pytest.raises(RuntimeError, match=r"uncommitted changes \(code.py\): a record must name the commit"):
