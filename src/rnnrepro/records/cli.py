@@ -1,4 +1,6 @@
-"""The command line: ``python -m rnnrepro.records grow | list | render | pack | readme``, a thin face over the package's modules."""
+"""The command line: ``python -m rnnrepro.records grow | list | render | pack | readme``, a thin face over
+the package's modules.
+"""
 
 from __future__ import annotations
 

@@ -1,4 +1,6 @@
-"""``grow``: the next unrecorded units trained through Snakemake, each packed (and committed) as it finishes."""
+"""``grow``: the next unrecorded units trained through Snakemake, each packed (and committed) as it
+finishes.
+"""
 
 from __future__ import annotations
 

@@ -1,4 +1,6 @@
-"""Restoring a budget's records into its results tree and rendering every artifact, the scorecard and the results page from them, without training."""
+"""Restoring a budget's records into its results tree and rendering every artifact, the scorecard and the
+results page from them, without training.
+"""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""What is recorded: the budget's grid as units of work, and which cells' records stand in for training."""
+"""What is recorded: the budget's grid as units of work, and which cells' records stand in for training.
+"""
 
 from __future__ import annotations
 
