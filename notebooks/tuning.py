@@ -26,13 +26,16 @@ tables = ["results/tables/pru_tuning.csv"]
 figures = ["results/figures/pru_tuning.png"]
 
 # %%
-from rnnrepro.analysis.notebook import save, save_figure
+from rnnrepro.analysis.notebook import save, save_figure, setup
+from rnnrepro.analysis.plotting import model_names
 from rnnrepro.analysis.tuning_curves import read_tuning_cells, tuning_figure, tuning_table
+
+study_config, _ = setup(study, [])
 
 table = tuning_table(read_tuning_cells(metrics_files))
 save(table, tables[0], complete=["val_loss"])
 table
 
 # %%
-fig = tuning_figure(table)
+fig = tuning_figure(table, model_names(study_config, table["model"]))
 save_figure(fig, figures[0])

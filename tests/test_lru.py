@@ -172,10 +172,10 @@ def test_one_stand_in_for_several_datasets_keeps_runs_apart(study):
 
 
 def test_budget_subsets_and_artifact_seeds(study, tmp_path):
-    # an artifact's own seeds (the cpu budget's three for accuracy) before the run config's (one)
+    # an artifact's own seeds (the cpu budget's five for accuracy) before the run config's (one)
     cpu = run_config("cpu")
     accuracy = grid.artifact_cells(study, cpu, "accuracy")
-    assert {c.seed for c in accuracy} == {1111, 1112, 1113} and len(accuracy) == 7 * 3
+    assert {c.seed for c in accuracy} == {1111, 1112, 1113, 1114, 1115} and len(accuracy) == 7 * 5
     efficiency = grid.artifact_cells(study, cpu, "stat_efficiency")
     assert {c.seed for c in efficiency} == set(cpu["seeds"]) == {1111} and {c.fraction for c in efficiency} == {2, 10}
     config = run_config("smoke")

@@ -269,16 +269,24 @@ ENGLISH = ["the company said its profits rose in the third quarter",
            "she said the market was very weak N years ago"]
 
 
-def make_runs(root, study: dict, artifact: str) -> list[str]:
-    """Run folders for every smoke cell of an artifact: real configs and models, made-up perplexities."""
+def make_runs(root, study: dict, artifact: str, cells: list | None = None) -> list[str]:
+    """Run folders for every smoke cell of an artifact (or the ``cells`` given): real configs and models,
+    made-up perplexities; the learning-rate tuning cells of a tuned cell first (rnnrepro.tuning), so that
+    its config resolves."""
     config = run_config("smoke")
+    if cells is None:
+        cells = grid.artifact_cells(study, config, artifact)
+        for cell in cells:
+            variants = [v for v in grid.tuning_cells_of(study, config, cell) if not (root / v.run_dir).exists()]
+            if variants:
+                make_runs(root, study, "tuning", variants)
     corpus_dir = root / "data/processed/synth_ptb"
     corpus_dir.mkdir(parents=True, exist_ok=True)
     words = sorted({w for line in ENGLISH for w in line.split()}) + ["<unk>", "<eos>"]
     (corpus_dir / "vocab.txt").write_text("".join(json.dumps(w) + "\n" for w in words))
     (corpus_dir / "train.txt").write_text("\n".join(ENGLISH * 3) + "\n")
     files = []
-    for i, cell in enumerate(grid.artifact_cells(study, config, artifact)):
+    for i, cell in enumerate(cells):
         cfg = grid.resolve_cell(study, config, cell)
         run_dir = root / cell.run_dir
         run_dir.mkdir(parents=True, exist_ok=True)

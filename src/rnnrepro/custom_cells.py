@@ -390,7 +390,8 @@ def add_custom_cells(study: dict, custom_cells: dict, source: str) -> dict:
             study["artifacts"][artifact]["models"].append(name)
             for budget in study["budgets"].values():
                 cut = budget.get("artifacts", {}).get(artifact, {})
-                if "models" in cut:
+                # (a budget that is a scale of another shares its cut through the YAML merge: once)
+                if "models" in cut and name not in cut["models"]:
                     cut["models"].append(name)
             study.setdefault("claims", []).extend(
                 _claims(study, name, artifact, baselines, entry.get("better", "lower"), source))

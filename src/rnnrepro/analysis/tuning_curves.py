@@ -52,27 +52,38 @@ def tuning_table(cells: pd.DataFrame) -> pd.DataFrame:
 
 def tuning_figure(table: pd.DataFrame, names: dict[str, str] | None = None):
     """Validation loss (nats) against the learning rate, one line per tuned model, the chosen rate ringed,
-    diverged runs crossed; one panel per dataset."""
+    diverged runs crossed, a model chosen at the edge of its grid said so in the legend; one panel per
+    dataset, its ticks at the rates tried."""
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import FixedLocator, FuncFormatter, NullLocator
+
+    from .plotting import counted, data_label
 
     names = names or {}
     datasets = list(dict.fromkeys(table["dataset"]))
-    fig, axes = plt.subplots(1, len(datasets), figsize=(6.5 * len(datasets), 4.6), squeeze=False)
+    fig, axes = plt.subplots(1, len(datasets), figsize=(6.8 * len(datasets), 4.8), squeeze=False)
     for ax, dataset in zip(axes[0], datasets):
         part = table[table["dataset"] == dataset]
         for model, rows in part.groupby("model", sort=False):
             rows = rows.sort_values("lr")
-            line, = ax.plot(rows["lr"], rows["val_loss"], "o-", label=names.get(model, model))
             best = rows[rows["chosen"]]
+            edge = " (at the edge of its grid)" if bool(rows["at_edge_of_grid"].any()) else ""
+            chosen = f": lr {best['lr'].iloc[0]:g} chosen{edge}" if len(best) else ""
+            line, = ax.plot(rows["lr"], rows["val_loss"], "o-", label=f"{names.get(model, model)}{chosen}")
             ax.plot(best["lr"], best["val_loss"], "o", markersize=13, markerfacecolor="none",
                     markeredgecolor=line.get_color(), markeredgewidth=2)
             failed = rows[rows["diverged"]]
             ax.plot(failed["lr"], failed["val_loss"], "x", color="black", markersize=9)
         ax.set_xscale("log")
+        ax.xaxis.set_major_locator(FixedLocator(sorted(set(part["lr"]))))
+        ax.xaxis.set_minor_locator(NullLocator())
+        ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
         budget = ", ".join(sorted(set(part["budget"])))
-        ax.set(xlabel="learning rate (log scale)", ylabel="validation loss at the best epoch (nats)",
-               title=f"{dataset}, {budget} budget: one tuning run per rate\n(ringed: the rate chosen; "
-                     f"x: the run diverged and ended there)")
+        seeds = counted(part["seed"].nunique(), "tuning seed")
+        ax.set(xlabel="learning rate (log scale; the rates tried)",
+               ylabel="validation loss at the best epoch (nats)",
+               title=f"{data_label(dataset, part['corpus'].iloc[0])}, {budget} budget: one run per rate, {seeds}\n"
+                     f"(ringed: the rate chosen; x: the run diverged and ended there)")
         ax.legend(fontsize=8)
     fig.tight_layout()
     return fig
