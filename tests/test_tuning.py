@@ -126,3 +126,21 @@ def test_grow_takes_tuning_first_then_seed_by_seed_and_waits_for_a_units_tuning(
     assert got[0][1] is cells[0]
     grower.failed.append(tune[0].name)  # a failed tuning cell: what it tunes is not started
     assert grower.next_unit() is None
+
+
+def test_a_run_its_patience_on_the_best_stopped_is_not_flagged_still_improving(tmp_path):
+    """Its last epoch may be a new lowest by less than min_delta: converged by the rule's measure. The same
+    history capped, or under the older rule, is still improving."""
+    from rnnrepro.analysis.run_endings import run_ending
+
+    history = "epoch,val_loss\n" + "".join(f"{e},{5.0 - 0.0002 * e}\n" for e in range(1, 31))
+    for rule, cap, flagged in (({"rule": "best", "patience": 6, "min_delta": 0.002}, 200, False),
+                               ({"rule": "best", "patience": 6, "min_delta": 0.002}, 30, True),
+                               ({"patience": 6, "min_delta": 0.002}, 200, True)):
+        run = tmp_path / f"{rule.get('rule', 'previous')}{cap}"
+        run.mkdir()
+        (run / "history.csv").write_text(history)
+        (run / "config.json").write_text(json.dumps({"recipe": {"early_stopping": rule, "epochs": cap}}))
+        (run / "metrics.json").write_text(json.dumps({"model": "m", "dataset": "ptb", "seed": 1, "epochs": 30}))
+        ending = run_ending(run)
+        assert (ending["improving_pct"] == ending["improving_pct"]) is flagged, (rule, cap)

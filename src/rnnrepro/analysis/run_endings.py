@@ -3,7 +3,9 @@
 The scorecard flags a verdict whose rows rest on runs that did not reach their own convergence
 (docs/claims.md): ``capped`` when its epoch cap stopped a run rather than its own rule
 (:func:`stopped_by_epoch_cap`; the figures mark such runs by the same rule), ``still improving`` when
-its validation loss was still at its lowest at its last check. The rate it was improving at is the fall of the validation loss per epoch over the last tenth of
+its validation loss was still at its lowest at its last check and no patience on the best ended it (a
+run that rule stopped fell by less than its `min_delta` over its `patience` epochs: converged by the
+rule's own measure, :func:`stopped_by_patience_on_the_best`). The rate it was improving at is the fall of the validation loss per epoch over the last tenth of
 its training (from the last check at or before 90 % of the way to the end), given as the share of
 validation perplexity (exp of the loss) lost per epoch: ``0.17`` means 0.17 % an epoch.
 
@@ -40,6 +42,14 @@ def stopped_by_epoch_cap(recipe: dict, epochs: int | None) -> bool:
     return stops_itself and cap is not None and epochs is not None and epochs >= cap
 
 
+def stopped_by_patience_on_the_best(recipe: dict, epochs: int | None) -> bool:
+    """Whether patience on the best validation loss (``early_stopping.rule: best``) ended the run, before
+    its cap: `patience` epochs without a fall of `min_delta` below the best, so converged by the rule's
+    own measure even where its last epoch is a (smaller) new lowest."""
+    rule = recipe.get("early_stopping") or {}
+    return rule.get("rule") == "best" and not stopped_by_epoch_cap(recipe, epochs)
+
+
 def improving_pct_per_epoch(history: pd.DataFrame) -> float:
     """The share of validation perplexity lost per epoch over the last tenth of training, in percent,
     when the last check is the run's best; NaN otherwise (or with fewer than two checks)."""
@@ -73,6 +83,8 @@ def run_ending(run_dir: Path) -> dict | None:
     cap = recipe.get("epochs")
     epochs = int(history["epoch"].max()) if "epoch" in history and len(history) else metrics.get("epochs")
     improving = improving_pct_per_epoch(history) if {"epoch", "val_loss"} <= set(history.columns) else math.nan
+    if stopped_by_patience_on_the_best(recipe, epochs):
+        improving = math.nan  # its own rule judged it converged: any fall left is below the rule's threshold
     return {"model": metrics["model"], "dataset": metrics["dataset"], "seed": metrics["seed"], "epochs": epochs,
             "epoch_cap": cap, "capped": stopped_by_epoch_cap(recipe, epochs),
             "improving_pct": improving, "params": metrics.get("params", math.nan)}
