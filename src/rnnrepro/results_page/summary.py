@@ -86,7 +86,8 @@ def paragraph(paper: dict, scale: dict, seeds: list[int], budget: str) -> str:
         flagged = {flag: sum(flag in v["flags"] for v in trained) for flag in ("still improving", "fragile", "capped")}
         flags = ", ".join(f"{n} {flag}" for flag, n in flagged.items() if n)
         samples = sorted({v["seeds"] for v in trained if v["seeds"]})
-        sentences.append(f"How sure: {counted_words(len(seeds), 'seed')} ({', '.join(map(str, seeds))})"
-                         + (f", samples per row {', '.join(samples[:2])}" if samples else "")
+        # the seeds behind the decided rows, not the budget's list (a study may run fewer, a row one value)
+        sentences.append("How sure: " + (f"samples per row {', '.join(samples[:2])}" if samples else
+                                         "one value per row")
                          + (f"; flagged: {flags}" if flags else "; no flags") + ".")
     return " ".join(sentences)
