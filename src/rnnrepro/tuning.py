@@ -7,8 +7,8 @@ rule as its compared cells, within the artifact's epoch cap (``epochs``; None: t
 factor whose cell ends with the lowest validation loss is chosen, and every cell of that model on that
 dataset and fraction trains at the recipe's rate times it (a finetuned cell inherits the factor of the
 cell it starts from). A tuning cell that diverges ends there and is scored on the weights it had before
-the step that diverged (its config's ``tuning.diverged_is_a_result``; rnnrepro.train.loop), so a rate too high is a point
-of its tuning curve, not a failed run.
+the step that diverged (its config's ``tuning.diverged_is_a_result``; rnnrepro.train.loop), so a rate
+too high is a point of its tuning curve, not a failed run.
 
 A variant's model id is ``<model>__lrx<factor>`` (``lstm_m1000__lrx0p5``: the recipe's rate x 0.5), so
 it is an ordinary model of the study: it has a run folder, a record, a row in ``status``. The choice is
