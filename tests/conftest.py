@@ -52,6 +52,15 @@ def pytest_runtest_setup(item):
         os.nice(BESIDE_THE_CHAINS)
 
 
+@pytest.fixture(autouse=True)
+def no_exported_custom_cells(monkeypatch):
+    """Each test starts without cells of your own exported to the environment (a command run in this
+    process exports those of its --configfile for the jobs it starts) and leaves none behind."""
+    from rnnrepro.custom_cells import ENVIRONMENT_VARIABLE
+
+    monkeypatch.setenv(ENVIRONMENT_VARIABLE, "")
+
+
 def pytest_collection_modifyitems(items):
     def rank(item):
         in_file = item.nodeid.split("::")[0]
@@ -110,11 +119,12 @@ def run_here(main, args: list[str]) -> subprocess.CompletedProcess:
     """A command's ``main(args)`` run in this process, its stdout and stderr captured: the command as
     its own process would run it, without a new interpreter importing torch again. For runs a test
     neither signals nor kills. An exception ``main`` lets through exits 1 with its traceback, as it
-    would in its own process. What ``main`` sets process-wide stays set (``--threads`` is torch's thread
-    count for the rest of this pytest worker)."""
+    would in its own process. The environment variables ``main`` sets end with it; what else it sets
+    process-wide stays set (``--threads`` is torch's thread count for the rest of this pytest worker)."""
     from rnnrepro import console
 
     out, err = io.StringIO(), io.StringIO()
+    environment = dict(os.environ)
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
         try:
             code = main(args)
@@ -123,6 +133,10 @@ def run_here(main, args: list[str]) -> subprocess.CompletedProcess:
             code = 1
         finally:  # main pointed the package's log handler at this call's stderr: take it away again
             console.stop_logging()
+            # and what it exported for the jobs it starts (the cells of a --configfile) ends with it, as
+            # its own process's environment would
+            os.environ.clear()
+            os.environ.update(environment)
     return subprocess.CompletedProcess(args, code, out.getvalue(), err.getvalue())
 
 
