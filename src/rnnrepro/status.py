@@ -7,7 +7,9 @@ joined from the files of its run folder (``results/runs/`` for the default budge
 ``results/<budget>/runs/`` for every other one): ``metrics.json`` (written last, when the cell is done)
 and ``progress.json`` (kept current by the trainer as it runs, rnnrepro.train.progress_file).
 Run it in the repository root, during or after a run, locally or on SLURM: it reads files only.
-The cells are those of the budget's grid plus any run folder found. Without ``--budget``: every budget
+The cells are those of the budget's grid plus any run folder found; with ``--configfile FILE`` (cells of
+your own, docs/custom_cells.md) their training cells too, pending ones included, and after the table, for
+each, how many will train and about how long (rnnrepro.estimates). Without ``--budget``: every budget
 that has results here, each under a heading (the CSV has a ``budget`` column); where none has, the
 grid of config/config.yaml's budget, saying so.
 
