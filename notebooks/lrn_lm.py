@@ -28,7 +28,7 @@ study = "lrn"
 artifact = "lm"
 metrics_files = []
 tables = ["results/tables/lrn_lm.csv"]
-figures = ["results/figures/lrn_lm.png"]
+figures = ["results/figures/lrn_lm.png", "results/figures/lrn_lm_curves.png"]
 
 # %%
 from rnnrepro.analysis.lrn import capped_stages, lm_summary, lm_table
@@ -105,3 +105,18 @@ for (ours_ax, paper_ax), dataset in zip(axes, datasets):
 fig.suptitle("LRN Table 6: test perplexity after each stage", y=1.0)
 fig.tight_layout()
 save_figure(fig, figures[0])
+
+# %% [markdown]
+# Learning curves: validation perplexity after every epoch, one colour per model (a cell of your own
+# among them, named by its id), the mean over seeds bold (the epochs every seed reached) and each seed
+# faint. Each model is finetuned from its base: its curve is the base's epochs, then, dashed,
+# the finetuning's, numbered on. A square ends a run its stop rule ended, an open triangle one its
+# epoch cap ended.
+
+# %%
+from rnnrepro.analysis.curves import curves_figure, read_curves
+
+curves = read_curves(metrics_files)
+fig = curves_figure(curves, model_names(study_config, curves["model"]),
+                    "LRN Table 6: validation perplexity after each epoch, base then finetuning")
+save_figure(fig, figures[1])

@@ -23,7 +23,7 @@ study = "pru"
 artifact = "table1"
 metrics_files = []
 tables = ["results/tables/pru_table1.csv"]
-figures = ["results/figures/pru_table1.png"]
+figures = ["results/figures/pru_table1.png", "results/figures/pru_table1_curves.png"]
 
 # %%
 from rnnrepro.analysis.notebook import save, save_figure, setup
@@ -61,3 +61,16 @@ for row_axes, dataset in zip(axes, datasets):
 fig.suptitle(f"PRU Table 1: test perplexity ({scale_note(cells)})")
 fig.tight_layout(w_pad=2.5)
 save_figure(fig, figures[0])
+
+# %% [markdown]
+# Learning curves: validation perplexity after every epoch, one colour per model (a cell of your own
+# among them, named by its id), the mean over seeds bold (the epochs every seed reached) and each seed
+# faint; a finetuned model's curve goes on, dashed, from its
+# base's. A square ends a run its stop rule ended, an open triangle one its epoch cap ended.
+
+# %%
+from rnnrepro.analysis.curves import curves_figure, read_curves
+
+curves = read_curves(metrics_files)
+fig = curves_figure(curves, model_names(study_config, curves["model"]), "PRU Table 1: validation perplexity after each epoch")
+save_figure(fig, figures[1])

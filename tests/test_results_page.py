@@ -214,3 +214,24 @@ def test_an_empty_table_or_figure_stops_the_page_naming_it(pru_cpu, tmp_path):
     figure.write_bytes(b"<html>")
     with pytest.raises(DamagedOutput, match=f"{figure} is not a PNG image"):
         artifact_views({"pru": study}, config, tmp_path, {})
+
+
+def test_each_table_links_its_latex_and_markdown_beside_its_csv(tmp_path, monkeypatch):
+    """The page links the .tex and .md written beside each CSV (rnnrepro.analysis.table_formats)."""
+    from rnnrepro.analysis.table_formats import texts
+    from rnnrepro.configuration import load_study
+    from rnnrepro.results_page import build
+
+    studies = {name: load_study(name) for name in STUDY_NAMES}
+    monkeypatch.chdir(tmp_path)
+    tables = tmp_path / "results/cpu/tables"
+    tables.mkdir(parents=True)
+    _scorecard(studies).to_csv(tables / "claims.csv", index=False)
+    csv = tables / "pru_table1.csv"
+    csv.write_text("model,test_ppl,paper_test_ppl\nlstm_m1000,120.5,66.29\n")
+    for suffix, text in texts(csv).items():
+        csv.with_suffix(suffix).write_text(text)
+    html = (tmp_path / build({"budget": "cpu", "seeds": [1111], "studies": STUDY_NAMES})).read_text()
+    for href in ("tables/pru_table1.csv", "tables/pru_table1.tex", "tables/pru_table1.md"):
+        assert f'<a href="{href}">' in html, href
+    assert "LaTeX" in html and "Markdown" in html

@@ -396,7 +396,36 @@ def add_custom_cells(study: dict, custom_cells: dict, source: str) -> dict:
             study.setdefault("claims", []).extend(
                 _claims(study, name, artifact, baselines, entry.get("better", "lower"), source))
         _tune_like_its_baseline(study, name, entry["like"])
+        if "budgets" in entry:
+            _leave_out(study, name, [*entry["artifacts"], TUNING], [b for b in study["budgets"] if b not in entry["budgets"]])
     return study
+
+
+def _leave_out(study: dict, name: str, artifacts: list[str], budgets: list[str]) -> None:
+    """Take the cell of your own ``name`` out of these budgets' cuts of these artifacts (``budgets`` of its
+    entry: rnnrepro.records renders it only where it has records). Each such cut gets lists of its own: a
+    budget that is a scale of another shares its cuts with it through the YAML merge."""
+    for budget_name in budgets:
+        budget = study["budgets"][budget_name]
+        cuts = dict(budget.get("artifacts", {}))
+        for artifact in artifacts:
+            if artifact not in study["artifacts"]:
+                continue
+            cut = cuts.get(artifact, {})
+            models = cut.get("models", study["artifacts"][artifact].get("models", []))
+            if name in models:
+                cuts[artifact] = {**cut, "models": [model for model in models if model != name]}
+        budget["artifacts"] = cuts
+
+
+def absent_custom_cells(study: dict, config: dict) -> set[str]:
+    """The cells of your own of ``study`` that no artifact of the budget's grid holds (left out of the
+    budget, :func:`_leave_out`): their claims have no place in the budget's scorecard."""
+    from . import grid
+
+    present = {model for artifact in grid.artifacts(study, config)
+               for model in grid.artifact_spec(study, config, artifact).get("models", [])}
+    return {name for name in study.get("custom_cells", {}) if name not in present}
 
 
 def _tune_like_its_baseline(study: dict, name: str, baseline: str) -> None:

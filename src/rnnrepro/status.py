@@ -7,7 +7,9 @@ joined from the files of its run folder (``results/runs/`` for the default budge
 ``results/<budget>/runs/`` for every other one): ``metrics.json`` (written last, when the cell is done)
 and ``progress.json`` (kept current by the trainer as it runs, rnnrepro.train.progress_file).
 Run it in the repository root, during or after a run, locally or on SLURM: it reads files only.
-The cells are those of the budget's grid plus any run folder found. Without ``--budget``: every budget
+The cells are those of the budget's grid plus any run folder found; with ``--configfile FILE`` (cells of
+your own, docs/custom_cells.md) their training cells too, pending ones included, and after the table, for
+each, how many will train and about how long (rnnrepro.estimates). Without ``--budget``: every budget
 that has results here, each under a heading (the CSV has a ``budget`` column); where none has, the
 grid of config/config.yaml's budget, saying so.
 
@@ -45,7 +47,10 @@ from tabulate import tabulate
 
 from . import console, grid
 from .analysis.run_files import DamagedRunFile, check_weights, read_metrics, stale_problem
-from .configuration import ConfigError, budgets, check_budget, check_checkout, load_run_config, load_study, load_yaml
+from .configuration import (ConfigError, budgets, check_budget, check_checkout, load_config_file, load_run_config,
+                            load_study, load_yaml)
+from .custom_cell_checks import check_custom_cells
+from .record_checks import record_problem
 from .progress_reading import STALE_SECONDS, WATCH_SECONDS, process_gone, progress_problem, wall_time  # noqa: F401
 from .train import progress_file
 
@@ -158,15 +163,16 @@ def cell_status(root: Path, cell: grid.Cell, dataset: str, now: float | None = N
     return row
 
 
-def run_config(root: Path, budget: str | None = None) -> tuple[dict, str]:
-    """config/config.yaml with ``budget`` in place of its own (checked first: an unknown one is named as
-    the command line's), and the config file's name."""
+def run_config(root: Path, budget: str | None = None, custom_file: Path | None = None) -> tuple[dict, str]:
+    """config/config.yaml (with ``custom_file``'s keys over it, as snakemake --configfile merges them) with
+    ``budget`` in place of its own (checked first: an unknown one is named as the command line's), and the
+    config file's name."""
     config_file = root / "config" / "config.yaml"
     if not config_file.exists():
         raise ConfigError(f"{config_file} not found: run `python -m rnnrepro.status` in the repository root")
     if budget:
         check_budget(budget)
-    config = load_yaml(config_file)
+    config = {**load_yaml(config_file), **(load_config_file(custom_file) if custom_file else {})}
     if budget:
         config["budget"] = budget
     return load_run_config(config, str(config_file)), str(config_file.relative_to(root))
@@ -186,15 +192,27 @@ def artifact_named(name: str, studies: dict) -> tuple[str, str]:
                       f"{', '.join(sorted(known))})")
 
 
+def load_studies(root: Path, names: list[str], config: dict, custom_file: Path | None) -> dict:
+    """The studies, with the cells of your own that ``custom_file`` adds (checked as the workflow checks
+    them); without it, those a running workflow exported."""
+    if custom_file is None:
+        return {name: load_study(name, root=root) for name in names}
+    if config["custom_cells"]:  # checked against every study it names, whichever --study shows
+        check_custom_cells(config["custom_cells"], {name: load_study(name, root=root, custom_cells={})
+                                                    for name in config["studies"]}, str(custom_file))
+    return {name: load_study(name, root=root, custom_cells=config["custom_cells"], custom_source=str(custom_file))
+            for name in names}
+
+
 def collect(root: Path, study_filter: list[str] | None = None, budget: str | None = None,
-            artifact: str | None = None) -> list[CellStatus]:
-    config, _ = run_config(root, budget)
+            artifact: str | None = None, custom_file: Path | None = None) -> list[CellStatus]:
+    config, _ = run_config(root, budget, custom_file)
     names = study_filter or config["studies"]
     unknown = [s for s in names if not (root / "config" / "studies" / f"{s}.yaml").exists()]
     if unknown:
         known = sorted(p.stem for p in (root / "config" / "studies").glob("*.yaml"))
         raise ConfigError(f"--study {', '.join(unknown)}: no such study; the studies are {', '.join(known)}")
-    studies = {name: load_study(name, root=root) for name in names}
+    studies = load_studies(root, names, config, custom_file)
     if artifact:
         study_name, name = artifact_named(artifact, studies)
         studies = {study_name: studies[study_name]}
@@ -210,6 +228,21 @@ def collect(root: Path, study_filter: list[str] | None = None, budget: str | Non
     for row in rows:
         row.budget = config["budget"]
     return sorted(rows, key=lambda r: (r.study, r.dataset, r.corpus, r.model, r.fraction, r.seed))
+
+
+def training_estimates(root: Path, rows: list[CellStatus], budget: str, study_filter: list[str] | None,
+                       custom_file: Path) -> list[str]:
+    """For each cell of your own, how many of its training cells are not done and about how long they take
+    (rnnrepro.estimates, from its baseline's records)."""
+    from .estimates import estimates
+
+    config, _ = run_config(root, budget, custom_file)
+    studies = load_studies(root, study_filter or config["studies"], config, custom_file)
+    # what is not done here and has no current record to restore trains (workflow/rules/records.smk)
+    cells = [grid.Cell(r.study, r.corpus, r.model, r.fraction, r.seed, budget) for r in rows if r.state != "done"]
+    to_train = [cell for cell in cells if cell.study in studies
+                and record_problem(studies[cell.study], config, cell, root / "records")]
+    return [estimate.line() for estimate in estimates(studies, config, to_train, root / "records")]
 
 
 CSV_FIELDS = ["budget"] + [f.name for f in fields(CellStatus) if f.name != "budget"]
@@ -244,6 +277,10 @@ def main(argv=None) -> int:
     parser.add_argument("--artifact", help="only the cells of this artifact, named <study>_<artifact> as its table "
                                            "(e.g. pru_table1)")
     parser.add_argument("--format", choices=["table", "csv"], default="table")
+    parser.add_argument("--configfile", type=Path, metavar="FILE",
+                        help="a config file of cells of your own (custom_cells, docs/custom_cells.md), merged over "
+                             "config/config.yaml: their training cells are listed, pending ones too, with how many "
+                             "will train and about how long they take, e.g. examples/mgu.yaml")
     parser.add_argument("--watch", nargs="?", type=float, const=WATCH_SECONDS, metavar="SECONDS",
                         help="only the cells being trained now, with epoch, loss and ETAs, refreshed every SECONDS "
                              f"(default {WATCH_SECONDS:g}) until Ctrl-C (rnnrepro.watch)")
@@ -260,9 +297,11 @@ def main(argv=None) -> int:
         shown = [args.budget] if args.budget else grid.budgets_with_results(root)
         none_here = not shown
         if none_here:
-            config, source = run_config(root)
+            config, source = run_config(root, custom_file=args.configfile)
             shown = [config["budget"]]
-        tables = [(budget, collect(root, args.study, budget, args.artifact)) for budget in shown]
+        tables = [(budget, collect(root, args.study, budget, args.artifact, args.configfile)) for budget in shown]
+        said = {budget: training_estimates(root, rows, budget, args.study, args.configfile)
+                for budget, rows in tables} if args.configfile else {}
     except ConfigError as e:
         print(f"[rnnrepro] error: {e}", file=sys.stderr)
         return 1
@@ -276,6 +315,8 @@ def main(argv=None) -> int:
             if args.format == "table" and not args.budget:
                 print(f"{chr(10) if position else ''}budget {budget} ({grid.runs_dir(budget)}/):")
             sys.stdout.write(render(rows, args.format, header=position == 0))
+            for line in said.get(budget, []):  # beside a CSV, on stderr: the CSV stays a table
+                print(line, file=sys.stdout if args.format == "table" else sys.stderr)
         sys.stdout.flush()
     except BrokenPipeError:  # its reader stopped early (`| head`): what it read is all it wanted
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())

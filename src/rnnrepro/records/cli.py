@@ -103,19 +103,20 @@ def main(argv=None) -> int:
         failed = False
         budgets = list(scales_first(args.budget, args.run_config))
         if args.configfile:  # the scorecards' kernel sees the cells of your own only if exported before it starts
-            _load(budgets[0], args.run_config, custom_file=args.configfile)
+            _load(budgets[0], args.run_config, custom_file=args.configfile, rendered=budgets, records=args.records)
         states = {}
         with shared_kernel() as kernel:  # the scorecards' notebooks, one after another
             for budget in budgets:
                 states[budget] = render(budget, args.records, args.run_config, jobs=args.jobs, kernel=kernel,
-                                        custom_file=args.configfile)
+                                        custom_file=args.configfile, rendered=budgets)
                 failed |= any(state.startswith("failed") for state in states[budget].values())
             shown = render_by_budget(kernel)
         if shown:  # each page shows the side-by-side figure, which the later budgets changed
             from .. import results_page
 
             for budget, status in states.items():
-                config, studies = _load(budget, args.run_config, custom_file=args.configfile)
+                config, studies = _load(budget, args.run_config, custom_file=args.configfile, rendered=budgets,
+                                        records=args.records)
                 results_page.build({"budget": budget, "seeds": config["seeds"], "studies": list(studies)},
                                    {key: state.removeprefix("not rendered: ") for key, state in status.items()
                                     if state != "rendered"})

@@ -222,7 +222,7 @@ def say_rendered(budget: str, item: Rendering) -> None:
 
 
 def render(budget: str, records: Path = RECORDS, config_file: Path = Path("config/config.yaml"),
-           jobs: int = 2, kernel=None, custom_file: Path | None = None) -> dict:
+           jobs: int = 2, kernel=None, custom_file: Path | None = None, rendered: list[str] | None = None) -> dict:
     """Render every artifact whose records are all there and current (``jobs`` worker processes side by
     side, each running its notebooks in turn in one kernel), then the scorecard, saying each as it ends,
     with the cells of your own of ``custom_file`` where given. Returns artifact -> state ("rendered", "not
@@ -233,7 +233,8 @@ def render(budget: str, records: Path = RECORDS, config_file: Path = Path("confi
     from ..analysis.run_notebook import run
 
     started = time.monotonic()
-    config, studies = _load(budget, config_file, custom_file=custom_file)
+    config, studies = _load(budget, config_file, custom_file=custom_file, rendered=rendered or [budget],
+                            records=records)
     restore(records, budget)
     root = grid.results_dir(budget)
     plan = render_plan(budget, config, studies, records)

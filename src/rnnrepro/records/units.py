@@ -115,11 +115,27 @@ def units(studies: dict, config: dict) -> list[Unit]:
     return found
 
 
+def recorded_budgets(custom: dict, budgets: list[str], records: Path = RECORDS) -> dict:
+    """The cells of your own, each study's entry limited to the budgets (of ``budgets``) whose records
+    hold a run of it (``records/<budget>/runs/<study>/<corpus>/<id>/``): what ``render`` draws them at.
+    A budget without its records renders its baselines alone, as if the config file were not given."""
+    limited = {}
+    for name, spec in custom.items():
+        studies = {study: {**entry, "budgets": [b for b in budgets if any(
+            (record_dir(records, b) / "runs" / study).glob(f"*/{name}/frac*/seed*/metrics.json"))]}
+            for study, entry in spec["studies"].items()}
+        limited[name] = {**spec, "studies": studies}
+    return limited
+
+
 def _load(budget: str, config_file: Path, study_names: list[str] | None = None,
-          settings: dict | None = None, custom_file: Path | None = None) -> tuple[dict, dict]:
+          settings: dict | None = None, custom_file: Path | None = None,
+          rendered: list[str] | None = None, records: Path = RECORDS) -> tuple[dict, dict]:
     """The run config (``config_file``, then ``custom_file``'s keys, with ``budget`` and the command line's
     ``settings`` over it) and its studies that define the budget, with the cells of your own that
-    ``custom_file`` adds (exported, so the notebooks run here see them too)."""
+    ``custom_file`` adds (exported, so the notebooks run here see them too). ``rendered``: the budgets a
+    render draws; each cell of your own joins only those of them where ``records`` hold runs of it
+    (:func:`recorded_budgets`), where ``grow`` and ``list`` give it the budget they train."""
     check_budget(budget)
     source = " merged with ".join(map(str, filter(None, [config_file, custom_file])))
     config = load_run_config({**load_config_file(config_file), **(load_config_file(custom_file) if custom_file else {}),
@@ -133,6 +149,8 @@ def _load(budget: str, config_file: Path, study_names: list[str] | None = None,
     custom = config["custom_cells"]
     if custom:
         check_custom_cells(custom, studies, str(custom_file or config_file))
+        if rendered is not None:
+            custom = config["custom_cells"] = recorded_budgets(custom, rendered, records)
         studies = {name: load_study(name, custom_cells=custom, custom_source=str(custom_file or config_file))
                    for name in names}
     export_custom_cells(custom, str(custom_file or config_file))

@@ -13,12 +13,15 @@ import pandas as pd
 
 from .. import grid
 from ..analysis.notebook import readable
+from ..analysis.table_formats import FORMATS
 from ..configuration import project_root
 from ..report import CAPTION_MARKDOWN, artifact_caption_markdown
 
 #: a table longer than this shows its first rows; the CSV beside the page holds them all
 MAX_ROWS = 40
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+#: the forms written beside each CSV (rnnrepro.analysis.table_formats), as the page names them
+FORM_NAMES = {".tex": "LaTeX", ".md": "Markdown"}
 
 
 class DamagedOutput(ValueError):
@@ -71,6 +74,7 @@ class TableView:
     paper_columns: list[str]
     rows: list[list[tuple[str, bool]]]   # (text, whether a number)
     total: int                    # rows in the CSV
+    forms: list[tuple[str, str]] = field(default_factory=list)  # (LaTeX or Markdown, its file beside the CSV)
 
 
 def table_view(path: Path, page_dir: Path, max_rows: int = MAX_ROWS, budget: str = "") -> TableView:
@@ -81,8 +85,10 @@ def table_view(path: Path, page_dir: Path, max_rows: int = MAX_ROWS, budget: str
     columns = column_order([str(c) for c in table.columns])
     rows = [[(number_text(value), isinstance(value, (int, float)) and not isinstance(value, bool)) for value in row]
             for row in table[columns].head(max_rows).itertuples(index=False)]
+    forms = [(FORM_NAMES[suffix], path.with_suffix(suffix).relative_to(page_dir).as_posix())
+             for suffix in FORMATS if path.with_suffix(suffix).is_file()]
     return TableView(path.stem, path.relative_to(page_dir).as_posix(), columns,
-                     [c for c in columns if c.startswith("paper_")], rows, len(table))
+                     [c for c in columns if c.startswith("paper_")], rows, len(table), forms)
 
 
 def data_uri(png: Path, budget: str = "") -> str:

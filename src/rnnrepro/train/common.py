@@ -16,6 +16,7 @@ import torch
 
 from .. import precision
 from ..configuration import ConfigError, project_root
+from ..runtime import cpu_model
 from ..environment_variables import GIT_SHA_ENV
 from .files import write_atomic, write_text_atomic
 
@@ -46,17 +47,6 @@ def git_sha() -> str:
         return out.stdout.strip() + ("-dirty" if dirty else "")
     except (OSError, subprocess.CalledProcessError):
         return "unknown"
-
-
-def cpu_model() -> str:
-    """The CPU's model name as the kernel reports it (``platform.processor()`` is empty on Linux)."""
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
 
 
 # The vector extensions that decide which kernels torch and oneDNN run (and so a CPU result's last bits).
