@@ -5,7 +5,6 @@ finishes.
 from __future__ import annotations
 
 import argparse
-import fcntl
 import fnmatch
 import json
 import os
@@ -17,7 +16,7 @@ import threading
 import time
 from pathlib import Path
 
-from .. import grid, record_commits
+from .. import grid, locks, record_commits
 from ..configuration import ConfigError
 from ..runtime import GIT_SHA_ENV
 from ..train import progress_file
@@ -81,7 +80,9 @@ class Grower:
         with open(log, "w") as out:
             code = subprocess.run(self.snakemake(targets, max(self.args.jobs * self.args.threads, 1)),
                                   stdout=out, stderr=subprocess.STDOUT).returncode
-        if code != 0:
+        if code != 0 and (locked := locks.snakemake_lock_problem(log.read_text(errors="replace"))):
+            self.say(f"error: preparing the data did not start: {locked}; see {log}")
+        elif code != 0:
             self.say(f"error: preparing the data failed (exit {code}); see {log}{why_it_failed(log)}")
         return code == 0
 
@@ -263,21 +264,10 @@ def uncommitted_changes() -> list[str]:
 
 def hold_grow_lock(budget: str) -> int:
     """One grow of a budget at a time in a working tree: two would train the same units side by side.
-    The lock (``flock`` on ``<logs>/grow/grow.lock``) lasts as long as this process."""
-    path = Path(grid.logs_dir(budget)) / "grow" / "grow.lock"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        holder = Path(path).read_text().strip() or "another process"
-        os.close(fd)
-        raise RuntimeError(f"another `records grow --budget {budget}` runs in this working tree ({holder}): "
-                           f"wait for it to end, or stop it (it stops its units at the next batch, each "
-                           f"resumable), then grow again") from None
-    os.ftruncate(fd, 0)
-    os.write(fd, f"pid {os.getpid()}, started {time.strftime('%Y-%m-%d %H:%M:%S')}\n".encode())
-    return fd
+    The lock (``flock`` on ``<logs>/grow/grow.lock``, rnnrepro.locks) lasts as long as this process."""
+    return locks.hold(Path(grid.logs_dir(budget)) / "grow" / "grow.lock",
+                      f"another `records grow --budget {budget}` runs in this working tree ({{holder}}): wait for "
+                      f"it to end, or stop it (it stops its units at the next batch, each resumable), then grow again")
 
 
 def command_line_settings(words: list[str]) -> dict[str, str]:
