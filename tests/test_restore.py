@@ -195,6 +195,35 @@ def test_a_stale_baseline_trains_again_and_is_named(project):
     assert "architecture.hidden_size 120 -> 128" in said or "architecture.hidden_size 128 -> 120" in said
 
 
+def test_a_copy_of_a_record_gone_stale_is_not_kept_quietly(project):
+    """A cell restored into the results tree (records.smk copied its record; no model.pt), then its record
+    goes stale (here its config, as a changed study file would make it): Snakemake would keep the copy and
+    plan nothing, so the run stops at planning, names the copy and the fix, and changes nothing."""
+    import shutil
+
+    cell = table1_cell("lstm_m1000", 1111)
+    record, run = project / records.record_of(cell), project / cell.run_dir
+    saved = (record / "config.json").read_text()
+    cfg = json.loads(saved)
+    cfg["architecture"]["hidden_size"] += 8
+    run.mkdir(parents=True)
+    try:
+        for name in ("config.json", "history.csv", "metrics.json"):
+            shutil.copy(record / name, run / name)
+        for folder in (record, run):
+            (folder / "config.json").write_text(json.dumps(cfg))
+        found = snakemake(project, "-n", "--cores", "1", f"{cell.run_dir}/metrics.json", "--config", "budget=cpu")
+        left = sorted(p.name for p in run.iterdir())
+    finally:
+        (record / "config.json").write_text(saved)
+        shutil.rmtree(project / "results")
+    said = found.stdout + found.stderr
+    assert found.returncode != 0, said[-3000:]
+    assert (f"{cell.run_dir}/ holds a copy of its record made for another config (the study file changed: "
+            f"architecture.hidden_size") in said, said[-3000:]
+    assert f"`rm -r {cell.run_dir}`" in said and left == ["config.json", "history.csv", "metrics.json"]
+
+
 def test_an_artifact_that_reads_weights_trains_its_cells(project):
     run = snakemake(project, "-n", "--cores", "2", "results/cpu/tables/pru_fig4.csv", TABLE1_TARGET,
                     "--config", "budget=cpu")
