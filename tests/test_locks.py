@@ -50,7 +50,8 @@ def test_the_grow_lock_names_its_holder(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     fd = hold_grow_lock("cpu")
     try:
-        run = python_in(copy_project(tmp_path), "-c", "from rnnrepro.records import hold_grow_lock; hold_grow_lock('cpu')")
+        run = python_in(copy_project(tmp_path), "-c",
+                        "from rnnrepro.records import hold_grow_lock; hold_grow_lock('cpu')")
     finally:
         os.close(fd)
     assert f"another `records grow --budget cpu` runs in this working tree (pid {os.getpid()}" in run.stderr
