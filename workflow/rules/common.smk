@@ -19,7 +19,7 @@ from rnnrepro.configuration import ConfigError, budgets, load_run_config, load_s
 from rnnrepro.custom_cell_checks import check_custom_cells
 from rnnrepro.custom_cells import export as export_custom_cells
 from rnnrepro.report import artifact_caption, claims_caption
-from rnnrepro.runtime import DEVICE_ENV
+from rnnrepro.runtime import DEVICE_ENV, file_size_limit_problem
 from rnnrepro.slurm import command_line_executor, slurm_problem
 from rnnrepro.train.progress_file import another_trainer
 from rnnrepro.analysis.claims import check_claims
@@ -179,6 +179,9 @@ def check_the_command():
         return
     for line in grid.earlier_layout():
         logger.warning(f"[rnnrepro] warning: {line}")
+    file_size = file_size_limit_problem()
+    if file_size:
+        logger.warning(f"[rnnrepro] warning: {file_size}")
     replaced = command_line.replaced_budget(config["budget"], CUSTOM_SOURCE)
     if replaced:
         cells = targets.training_cells(STUDIES, config, requested)

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from .. import grid, locks, record_commits
 from ..configuration import ConfigError
-from ..runtime import GIT_SHA_ENV
+from ..runtime import FILE_TOO_LARGE, GIT_SHA_ENV, file_size_limit_problem
 from ..train import progress_file
 from .. import tuning
 
@@ -230,6 +230,9 @@ def why_it_failed(snakemake_log: Path, lines: int = 4) -> str:
     if not parts:
         tail = [line for line in text.splitlines() if line.strip() and not line.startswith("  File ")][-lines:]
         parts = ["\n    ".join(tail)] if tail else []
+    if FILE_TOO_LARGE.search(text + "".join(parts)):
+        parts.insert(0, file_size_limit_problem() or "a file grew past the limit on the size of a file the run "
+                     "may write (`ulimit -f` where it ran): raise it (`ulimit -f unlimited`) and run again")
     return "".join(f"\n  {part}" for part in parts)
 
 
