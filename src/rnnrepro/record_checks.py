@@ -142,3 +142,24 @@ def other_cell(made: dict, cell: grid.Cell) -> str | None:
            "seed": cell.seed, "budget": cell.budget}
     differ = [f"{key} {made[key]!r}" for key, value in own.items() if key in made and made[key] != value]
     return f"made by the cell of {', '.join(differ)}" if differ else None
+
+
+def stale_copy(study: dict, config: dict, cell: grid.Cell) -> str | None:
+    """Why a cell's run folder holds a stale copy of its record, or None: its config.json, history.csv and
+    metrics.json were copied from the record (records.smk, ``records render``: no model.pt, no resume
+    checkpoint, so this machine did not train it) and are not the cell the study files and its code make
+    now. Snakemake keeps files that exist and retrains only a job whose every output it made, so it would
+    plan nothing for such a cell."""
+    run = Path(cell.run_dir)
+    if (run / "model.pt").exists() or (run / "checkpoint").exists():
+        return None
+    try:
+        copied = json.loads((run / "config.json").read_text())
+        sha = str(json.loads((run / "metrics.json").read_text()).get("git_sha", ""))
+        expected = grid.resolve_cell(study, config, cell)
+    except (OSError, ValueError, AttributeError, TuningPending):
+        return None  # not there (it trains), damaged (the notebooks name it), or its rate is not chosen yet
+    changed = config_differences(copied, expected, sha)
+    if not changed:
+        return None
+    return f"{code_change(copied, expected, sha) or 'the study file changed'}: {'; '.join(changed[:3])}"

@@ -12,8 +12,15 @@ from snakemake.logging import logger
 from snakemake.settings.types import DeploymentMethod
 
 # SRC is on sys.path (config_file.smk): the project's own (torch-free) modules, from this checkout
-from rnnrepro import command_line, grid, precision, records, targets, tuning
-from rnnrepro.cell_identity import code_change, config_differences
+from rnnrepro import (
+    command_line,
+    grid,
+    precision,
+    record_checks,
+    records,
+    targets,
+    tuning,
+)
 from rnnrepro.artifact_inputs import inputs_list, notebook_inputs, refresh_inputs_list
 from rnnrepro.configuration import ConfigError, budgets, load_run_config, load_study
 from rnnrepro.custom_cell_checks import check_custom_cells
@@ -386,31 +393,19 @@ TRAINED_ELSEWHERE = set()
 
 
 def stale_copy(cell):
-    """Stop at planning where a cell's run folder holds a copy of its record (config.json, history.csv and
-    metrics.json, no model.pt: restored by records.smk or `records render`) that is not the cell the study
-    files and its code make now. The record went stale after it was copied; Snakemake keeps files that
-    exist and only retrains a job whose every output it made itself (model.pt included), so it would plan
-    nothing for the cell and the notebooks would refuse its stale files. Asked of every cell the run plans.
-    """
-    run = Path(cell.run_dir)
-    if not workflow.is_main_process or (run / "model.pt").exists():
+    """Stop at planning where a cell's run folder holds a copy of its record that went stale since it was
+    copied (rnnrepro.record_checks.stale_copy): Snakemake would plan nothing for the cell, and the notebooks
+    would refuse its files. Asked of every cell the run plans."""
+    if not workflow.is_main_process:
         return
-    try:
-        copied = json.loads((run / "config.json").read_text())
-        sha = str(json.loads((run / "metrics.json").read_text()).get("git_sha", ""))
-        expected = grid.resolve_cell(STUDIES[cell.study], config, cell)
-    except (OSError, ValueError, AttributeError, tuning.TuningPending):
-        return  # not there (it trains), damaged (the notebooks name it), or its rate is not chosen yet
-    changed = config_differences(copied, expected, sha)
-    if not changed:
-        return
-    why = code_change(copied, expected, sha) or "the study file changed"
-    raise WorkflowError(
-        f"{run}/ holds a copy of its record made for another config ({why}: {'; '.join(changed[:3])}), "
-        f"and Snakemake does not retrain a cell whose files exist. Delete the copy, `rm -r {run}`, and run "
-        "this again: the cell trains (or is restored, where its record is current). No job was run and no "
-        "file was changed."
-    )
+    why = record_checks.stale_copy(STUDIES[cell.study], config, cell)
+    if why:
+        raise WorkflowError(
+            f"{cell.run_dir}/ holds a copy of its record made for another config ({why}), and Snakemake "
+            f"does not retrain a cell whose files exist. Delete the copy, `rm -r {cell.run_dir}`, and run "
+            "this again: the cell trains (or is restored, where its record is current); `records grow` "
+            "deletes such a copy itself. No job was run and no file was changed."
+        )
 
 
 def data_inputs(cell):

@@ -9,6 +9,7 @@ import fnmatch
 import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -17,6 +18,7 @@ import time
 from pathlib import Path
 
 from .. import grid, locks, record_commits
+from ..record_checks import stale_copy
 from ..configuration import ConfigError
 from ..runtime import FILE_TOO_LARGE, GIT_SHA_ENV, file_size_limit_problem
 from ..train import progress_file
@@ -146,6 +148,10 @@ class Grower:
                 self.say(f"skipped {unit.name}: another process on this machine trains {busy[0]}; a later "
                          f"grow records it once that process has ended")
                 continue
+            for cell in unit.cells:  # a copy of a record gone stale: Snakemake would keep it (record_checks)
+                if why := stale_copy(self.studies[unit.study], self.config, cell):
+                    shutil.rmtree(cell.run_dir)
+                    self.say(f"deleted {cell.run_dir}/, a copy of its record that is stale now ({why}); it trains")
             log = self.log_dir / f"{unit.name.replace('/', '_')}.log"
             started = time.monotonic()
             self.say(f"unit {position} of {self.total}: {unit.name} (log {log})")
