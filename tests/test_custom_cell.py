@@ -297,7 +297,9 @@ def test_the_words_say_how_the_cell_stands_beside_each_baseline(custom):
             "(my_cell.yaml asks for match: width), trained in lstm_m1000's recipe (standard)") in statement
     config = load_run_config({**load_yaml(REPO_ROOT / "config" / "config.yaml"), "budget": "cpu"})
     mgu, lstm = (grid.architecture(wide, config, m, "ptb") for m in ("mgu", "lstm_m1000"))
-    assert mgu == {**lstm, "cell": MGU}
+    # the code of each cell is its own: the LSTM's numerics version, the MGU's module and its sha256
+    assert lstm.pop("cell_numerics") == 1 and mgu.pop("cell_source") == "examples/mgu.py"
+    assert len(mgu.pop("cell_source_sha256")) == 64 and mgu == {**lstm, "cell": MGU}
     # a baseline whose head the sizing cannot count: its width, said so
     custom["mgu"]["studies"] = {"lrn": {"like": "lstm", "artifacts": ["lm"]}}
     lrn = load_study("lrn", custom_cells=custom, custom_source="my_cell.yaml")

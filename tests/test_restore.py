@@ -195,6 +195,65 @@ def test_a_stale_baseline_trains_again_and_is_named(project):
     assert "architecture.hidden_size 120 -> 128" in said or "architecture.hidden_size 128 -> 120" in said
 
 
+def test_a_copy_of_a_record_gone_stale_is_not_kept_quietly(project):
+    """A cell restored into the results tree (records.smk copied its record; no model.pt), then its record
+    goes stale (here its config, as a changed study file would make it): Snakemake would keep the copy and
+    plan nothing, so the run stops at planning, names the copy and the fix, and changes nothing."""
+    import shutil
+
+    cell = table1_cell("lstm_m1000", 1111)
+    record, run = project / records.record_of(cell), project / cell.run_dir
+    saved = (record / "config.json").read_text()
+    cfg = json.loads(saved)
+    cfg["architecture"]["hidden_size"] += 8
+    run.mkdir(parents=True)
+    try:
+        for name in ("config.json", "history.csv", "metrics.json"):
+            shutil.copy(record / name, run / name)
+        for folder in (record, run):
+            (folder / "config.json").write_text(json.dumps(cfg))
+        found = snakemake(project, "-n", "--cores", "1", f"{cell.run_dir}/metrics.json", "--config", "budget=cpu")
+        left = sorted(p.name for p in run.iterdir())
+    finally:
+        (record / "config.json").write_text(saved)
+        shutil.rmtree(project / "results")
+    said = found.stdout + found.stderr
+    assert found.returncode != 0, said[-3000:]
+    assert (f"{cell.run_dir}/ holds a copy of its record made for another config (the study file changed: "
+            f"architecture.hidden_size") in said, said[-3000:]
+    assert f"`rm -r {cell.run_dir}`" in said and left == ["config.json", "history.csv", "metrics.json"]
+
+
+def test_grow_deletes_a_stale_copy_of_a_record_before_it_trains_the_cell(tmp_path, monkeypatch, capsys):
+    """`records grow` trains a unit whose record is stale; a copy of that record in the results tree would
+    make its Snakemake run stop (above), so grow deletes the copy first, and says so. A run folder of this
+    machine (model.pt) is never deleted."""
+    import sys
+    from argparse import Namespace
+
+    monkeypatch.chdir(tmp_path)
+    config, studies = cpu_studies(custom=False)
+    cell = table1_cell("lstm_m1000__lrx1", 1000)
+    unit = next(u for u in records.units({"pru": studies["pru"]}, config) if u.cells == [cell])
+    write_record(tmp_path, studies["pru"], config, cell)
+    stale = json.loads((records.record_of(cell) / "config.json").read_text())
+    stale["recipe"]["lr"] += 1
+    run = tmp_path / cell.run_dir
+    run.mkdir(parents=True)
+    for name in ("config.json", "history.csv", "metrics.json"):
+        (run / name).write_text((records.record_of(cell) / name).read_text())
+    (run / "config.json").write_text(json.dumps(stale))
+    grower = records.Grower("cpu", [unit], studies, config, Namespace(minutes=1, threads=1, jobs=1, config=[],
+                                                                      commit=False, records=tmp_path / "records"))
+    monkeypatch.setattr(grower, "snakemake", lambda *args: [sys.executable, "-c", "pass"])
+    grower.log_dir.mkdir(parents=True)  # made by grow's first Snakemake run, which prepares the data
+    grower.work()
+    said = capsys.readouterr().out
+    assert f"deleted {cell.run_dir}/, a copy of its record that is stale now (the study file changed: recipe.lr" \
+        in said, said
+    assert not run.exists()
+
+
 def test_an_artifact_that_reads_weights_trains_its_cells(project):
     run = snakemake(project, "-n", "--cores", "2", "results/cpu/tables/pru_fig4.csv", TABLE1_TARGET,
                     "--config", "budget=cpu")

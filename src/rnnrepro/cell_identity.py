@@ -1,9 +1,28 @@
 """What makes two configs of a training cell the same cell: every resolved value but where and how wide it
-runs. A leaf module (it imports nothing of the package): the grid, the records and the run files compare
-configs with it."""
+runs, and where a cell of your own's module lies. A leaf module (it imports nothing of the package): the
+grid, the records and the run files compare configs with it.
 
-# config.json keys that say where a cell ran, not what it computed
-RUNTIME_KEYS = ("device", "threads")
+The cell's code is part of it (rnnrepro.cells.code_identity): ``architecture.cell_numerics``, a built-in
+cell's numerics version, and ``architecture.cell_source_sha256``, the sha256 of a cell of your own's
+module file. Configs recorded before these keys were written lack them, and are read so:
+
+- a missing ``cell_numerics`` is version 1, the version every built-in cell started at, so a record of a
+  cell whose numbers never changed stays current;
+- a missing ``cell_source_sha256`` is the sha256 of the module file as the commit that made the record
+  holds it (its metrics.json's ``git_sha``), so the record is current exactly when the module has not
+  changed since; where that commit or file cannot be read (or the run was made from uncommitted changes),
+  the code that made it is unknown and the cell is not the same.
+"""
+
+import hashlib
+import subprocess
+from functools import cache
+
+# config.json keys that say where a cell ran, not what it computed; and where its cell's module lies
+RUNTIME_KEYS = ("device", "threads", "architecture.cell_source")
+# the value a config recorded before a key was written stands for
+RECORDED_BEFORE = {"architecture.cell_numerics": 1}
+SOURCE_SHA = "architecture.cell_source_sha256"
 
 
 def _flat(value, prefix: str = "") -> dict:
@@ -12,9 +31,52 @@ def _flat(value, prefix: str = "") -> dict:
     return {prefix.rstrip("."): value}
 
 
-def config_differences(recorded: dict, expected: dict) -> list[str]:
-    """How a cell's config.json differs from what the study file resolves now (runtime keys aside)."""
+@cache
+def source_sha256_at(commit: str, path: str) -> str | None:
+    """The sha256 of a file as a commit of this repository holds it, or None where git cannot show it."""
+    if not commit or commit.endswith("-dirty"):
+        return None
+    shown = subprocess.run(["git", "show", f"{commit}:./{path}"], capture_output=True)
+    return hashlib.sha256(shown.stdout).hexdigest() if shown.returncode == 0 else None
+
+
+def config_differences(recorded: dict, expected: dict, git_sha: str = "") -> list[str]:
+    """How a cell's config.json differs from what the study file resolves now (runtime keys aside).
+    ``git_sha``: the commit that made the recorded config (its metrics.json's), for a cell of your own's
+    code where the config predates ``cell_source_sha256``."""
     old = {k: v for k, v in _flat(recorded).items() if k not in RUNTIME_KEYS}
-    new = _flat(expected)
+    new = {k: v for k, v in _flat(expected).items() if k not in RUNTIME_KEYS}
+    for key, value in RECORDED_BEFORE.items():
+        if key in new and key not in old:
+            old[key] = value
+    source = _flat(expected).get("architecture.cell_source")
+    if SOURCE_SHA in new and SOURCE_SHA not in old and source and (found := source_sha256_at(git_sha, source)):
+        old[SOURCE_SHA] = found
     return [f"{key} {old.get(key, '(none)')!r} -> {new.get(key, '(none)')!r}"
             for key in sorted(set(old) | set(new)) if old.get(key) != new.get(key)]
+
+
+def as_written_now(recorded: dict, expected: dict) -> dict:
+    """A config recorded before some keys were written, with the values their absence stands for
+    (RECORDED_BEFORE) where ``expected`` has them: the trainer resumes a checkpoint of such a config."""
+    filled = dict(recorded)
+    for key, value in RECORDED_BEFORE.items():
+        section, name = key.split(".")
+        if name in expected.get(section, {}) and name not in filled.get(section, {}):
+            filled[section] = {**filled.get(section, {}), name: value}
+    return filled
+
+
+def code_change(recorded: dict, expected: dict, git_sha: str = "") -> str | None:
+    """Where the differences are a cell's code: "the code of <cell> changed (<file>)", or "the numerics
+    version of <cell> changed (1 -> 2)"; None otherwise."""
+    changed = {line.split(" ", 1)[0] for line in config_differences(recorded, expected, git_sha)}
+    arch = expected.get("architecture", {})
+    if SOURCE_SHA in changed:
+        model = (expected.get("tuning") or {}).get("variant_of") or expected.get("model", arch.get("cell"))
+        return f"the code of {model} changed ({arch.get('cell_source')})"
+    if "architecture.cell_numerics" in changed:
+        was = recorded.get("architecture", {}).get("cell_numerics", RECORDED_BEFORE["architecture.cell_numerics"])
+        return (f"the numerics version of cell {arch.get('cell')} changed ({was} -> {arch.get('cell_numerics')}, "
+                f"rnnrepro.cells.NUMERICS_VERSION)")
+    return None

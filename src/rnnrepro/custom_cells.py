@@ -230,18 +230,13 @@ def _evaluation_trial(layer, call: str, batch: int, input_size: int, hidden_size
 
 def module_file(cell: str) -> str | None:
     """The file an outside cell's module is read from (relative to the working directory where it lies
-    below it), or None when it cannot be found."""
-    from .cells import _working_directory_importable
+    below it: rnnrepro.cells.source_file), or None when it cannot be found."""
+    from .cells import source_file
 
-    with _working_directory_importable():
-        try:
-            spec = importlib.util.find_spec(cell.partition(":")[0])
-        except (ImportError, ValueError):
-            return None
-    if spec is None or not spec.origin:
+    try:
+        return str(source_file(cell))
+    except (ImportError, ValueError):
         return None
-    path = os.path.abspath(spec.origin)
-    return os.path.relpath(path) if path.startswith(os.getcwd() + os.sep) else path
 
 
 def where_it_failed(cell: str, error: BaseException) -> str | None:

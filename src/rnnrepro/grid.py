@@ -35,6 +35,7 @@ from pathlib import Path
 
 from . import layout, precision, tuning
 from .cell_identity import config_differences
+from .cells import code_identity
 from .configuration import ConfigError, budgets, merged
 from .data.registry import DATASETS
 
@@ -229,7 +230,7 @@ def architecture(study: dict, config: dict, model_id: str, corpus: str, dataset:
                    else _scaled(model["last_hidden_size"], budget))
     return {"cell": model["cell"], "embedding_size": embedding, "hidden_size": hidden, "layers": model["layers"],
             "tie_weights": model["tie_weights"], "cell_options": dict(model["cell_options"]),
-            "param_budget": param_budget,
+            **code_identity(model["cell"]), "param_budget": param_budget,
             **({"param_budget_of": model["param_budget_of"]} if "param_budget_of" in model else {}),
             **({"init": model["init"]} if "init" in model else {}),
             **({"init_range": model["init_range"]} if "init_range" in model else {}),
@@ -345,7 +346,7 @@ def _finished(study: dict, config: dict, variant: Cell, records: Path) -> dict |
             recorded = json.loads((folder / "config.json").read_text())
         except (OSError, ValueError):
             continue
-        if isinstance(metrics, dict) and isinstance(recorded, dict) and not config_differences(recorded, expected) \
+        if isinstance(metrics, dict) and isinstance(recorded, dict) and not config_differences(recorded, expected, metrics.get("git_sha", "")) \
                 and tuning.validation_loss(metrics) is not None and math.isfinite(tuning.validation_loss(metrics)):
             return metrics
     return None

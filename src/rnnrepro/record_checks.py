@@ -6,8 +6,9 @@ or a link to nothing, not JSON or not a table of numbers; when its metrics.json 
 different runs (the epochs or the best validation loss disagree: one rolled back or copied in); when one
 of its files names another cell; or when an evaluation output was made before its metrics.json (it
 evaluated an earlier model). It is *stale* when its config.json is not what the study file resolves for
-the cell now, or when its ``git_sha`` is not a commit of this repository. Either way ``records render``
-does not use it and ``records grow`` trains the cell again; the fix of a damaged record is git.
+the cell now (the cell's code is part of that: rnnrepro.cell_identity), or when its ``git_sha`` is not a
+commit of this repository. Either way ``records render`` does not use it and ``records grow`` trains the
+cell again; the fix of a damaged record is git.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from pathlib import Path
 
 from . import grid, record_commits
 from .analysis.run_files import DamagedRunFile, config_differences, finite_problems, read_history
+from .cell_identity import code_change
 from .configuration import schema_problems
 from .train import progress_file
 from .tuning import TuningPending
@@ -124,7 +126,9 @@ def record_problem(study: dict, config: dict, cell: grid.Cell, records: Path) ->
         expected = grid.resolve_cell(study, config, cell)
     except TuningPending as e:
         return f"{cell.key}: stale record ({e})"
-    changed = config_differences(recorded, expected)
+    changed = config_differences(recorded, expected, sha)
+    if code := code_change(recorded, expected, sha):
+        return f"{cell.key}: stale record ({code}: {'; '.join(changed[:3])})"
     if changed:
         return f"{cell.key}: stale record (the study file changed: {'; '.join(changed[:3])})"
     return None
@@ -138,3 +142,24 @@ def other_cell(made: dict, cell: grid.Cell) -> str | None:
            "seed": cell.seed, "budget": cell.budget}
     differ = [f"{key} {made[key]!r}" for key, value in own.items() if key in made and made[key] != value]
     return f"made by the cell of {', '.join(differ)}" if differ else None
+
+
+def stale_copy(study: dict, config: dict, cell: grid.Cell) -> str | None:
+    """Why a cell's run folder holds a stale copy of its record, or None: its config.json, history.csv and
+    metrics.json were copied from the record (records.smk, ``records render``: no model.pt, no resume
+    checkpoint, so this machine did not train it) and are not the cell the study files and its code make
+    now. Snakemake keeps files that exist and retrains only a job whose every output it made, so it would
+    plan nothing for such a cell."""
+    run = Path(cell.run_dir)
+    if (run / "model.pt").exists() or (run / "checkpoint").exists():
+        return None
+    try:
+        copied = json.loads((run / "config.json").read_text())
+        sha = str(json.loads((run / "metrics.json").read_text()).get("git_sha", ""))
+        expected = grid.resolve_cell(study, config, cell)
+    except (OSError, ValueError, AttributeError, TuningPending):
+        return None  # not there (it trains), damaged (the notebooks name it), or its rate is not chosen yet
+    changed = config_differences(copied, expected, sha)
+    if not changed:
+        return None
+    return f"{code_change(copied, expected, sha) or 'the study file changed'}: {'; '.join(changed[:3])}"

@@ -13,11 +13,29 @@ from __future__ import annotations
 import argparse
 import os
 import platform
+import re
+import resource
 from pathlib import Path
 
 from .environment_variables import DEVICE_ENV, GIT_SHA_ENV  # noqa: F401 (the names the workflow imports here)
 
 DEVICES = ("auto", "cpu", "cuda")
+
+# what a write past the file-size limit leaves in a log: Python's error (it ignores SIGXFSZ), or the shell's
+FILE_TOO_LARGE = re.compile(r"File too large|Errno 27\b|File size limit exceeded")
+
+
+def file_size_limit_problem() -> str | None:
+    """What the shell's limit on the size of a file a process writes (``ulimit -f``) stops, where it sets
+    one: a cell's model.pt and checkpoints, and the copy Snakemake makes of a job's outputs before it
+    reruns the job (``.snakemake/backups/``), are each written whole. None where there is no limit."""
+    limit = resource.getrlimit(resource.RLIMIT_FSIZE)[0]
+    if limit == resource.RLIM_INFINITY:
+        return None
+    return (f"this shell limits each file a process writes to {limit} bytes (`ulimit -f` is {limit // 1024}): "
+            f"a larger model.pt, checkpoint or Snakemake's backup of a job's outputs (.snakemake/backups/) "
+            f"fails with 'File too large'. Raise it (`ulimit -f unlimited`, or ask your administrator) and run "
+            f"again")
 
 
 def add_runtime_arguments(parser: argparse.ArgumentParser) -> None:

@@ -12,13 +12,21 @@ from snakemake.logging import logger
 from snakemake.settings.types import DeploymentMethod
 
 # SRC is on sys.path (config_file.smk): the project's own (torch-free) modules, from this checkout
-from rnnrepro import command_line, grid, precision, records, targets, tuning
+from rnnrepro import (
+    command_line,
+    grid,
+    precision,
+    record_checks,
+    records,
+    targets,
+    tuning,
+)
 from rnnrepro.artifact_inputs import inputs_list, notebook_inputs, refresh_inputs_list
 from rnnrepro.configuration import ConfigError, budgets, load_run_config, load_study
 from rnnrepro.custom_cell_checks import check_custom_cells
 from rnnrepro.custom_cells import export as export_custom_cells
 from rnnrepro.report import artifact_caption, claims_caption
-from rnnrepro.runtime import DEVICE_ENV
+from rnnrepro.runtime import DEVICE_ENV, file_size_limit_problem
 from rnnrepro.slurm import command_line_executor, slurm_problem
 from rnnrepro.train.progress_file import another_trainer
 from rnnrepro.analysis.claims import check_claims
@@ -178,6 +186,9 @@ def check_the_command():
         return
     for line in grid.earlier_layout():
         logger.warning(f"[rnnrepro] warning: {line}")
+    file_size = file_size_limit_problem()
+    if file_size:
+        logger.warning(f"[rnnrepro] warning: {file_size}")
     replaced = command_line.replaced_budget(config["budget"], CUSTOM_SOURCE)
     if replaced:
         cells = targets.training_cells(STUDIES, config, requested)
@@ -381,6 +392,22 @@ def trained_elsewhere(cell):
 TRAINED_ELSEWHERE = set()
 
 
+def stale_copy(cell):
+    """Stop at planning where a cell's run folder holds a copy of its record that went stale since it was
+    copied (rnnrepro.record_checks.stale_copy): Snakemake would plan nothing for the cell, and the notebooks
+    would refuse its files. Asked of every cell the run plans."""
+    if not workflow.is_main_process:
+        return
+    why = record_checks.stale_copy(STUDIES[cell.study], config, cell)
+    if why:
+        raise WorkflowError(
+            f"{cell.run_dir}/ holds a copy of its record made for another config ({why}), and Snakemake "
+            f"does not retrain a cell whose files exist. Delete the copy, `rm -r {cell.run_dir}`, and run "
+            "this again: the cell trains (or is restored, where its record is current); `records grow` "
+            "deletes such a copy itself. No job was run and no file was changed."
+        )
+
+
 def data_inputs(cell):
     """The prepared corpus a cell trains and is evaluated on."""
     trained_on = grid.trained_corpus(STUDIES[cell.study], config, cell)
@@ -396,6 +423,7 @@ def data_inputs(cell):
 def train_inputs(wildcards):
     cell = cell_of(wildcards)
     trained_elsewhere(cell)
+    stale_copy(cell)
     inputs = data_inputs(cell)
     parent = grid.parent_cell(STUDIES[cell.study], cell)
     if parent is not None:

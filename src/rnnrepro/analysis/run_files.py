@@ -15,7 +15,7 @@ import math
 import zipfile
 from pathlib import Path
 
-from ..cell_identity import config_differences
+from ..cell_identity import code_change, config_differences
 from ..configuration import schema_problems
 
 
@@ -282,7 +282,13 @@ def stale_problem(metrics_file: Path | str, study: dict) -> str | None:
         return f"{run_dir}: {e}, so this run's learning rate cannot be checked against it"
     except (ConfigError, KeyError, ValueError) as e:
         return f"{run_dir}: its cell is not one the study file makes now ({e})"
-    changed = config_differences(recorded, expected)
+    try:
+        sha = str(json.loads(Path(metrics_file).read_text()).get("git_sha", ""))
+    except (OSError, ValueError, AttributeError):
+        sha = ""
+    changed = config_differences(recorded, expected, sha)
+    if code := code_change(recorded, expected, sha):
+        return f"{run_dir}: stale ({code} since it was trained: {'; '.join(changed[:3])})"
     if changed:
         return f"{run_dir}: stale (the study file changed since it was trained: {'; '.join(changed[:3])})"
     return None

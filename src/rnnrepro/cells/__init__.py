@@ -13,11 +13,16 @@ A cell id is a built-in id (``CELLS``) or ``module:Class``, a layer class from o
 (docs/custom_cells.md): ``build_layer("examples.mgu:MGULayer", 64, 128)``. Its module is looked up on
 ``sys.path`` and in the working directory (the project root, where Snakemake runs), and is validated
 from its source like a built-in cell's, without being imported.
+
+A cell's code is part of each of its training cells' identity (``code_identity``, in every resolved
+config): a built-in cell by its numerics version (``NUMERICS_VERSION``), a cell of your own by the
+sha256 of its module file, so a change of what a cell computes makes its records and runs stale.
 """
 
 from __future__ import annotations
 
 import ast
+import hashlib
 import os
 import sys
 from contextlib import contextmanager
@@ -47,6 +52,18 @@ CELLS: dict[str, str] = {
     "lrn": "lrn:LRNLayer",
     "atr": "atr:ATRLayer",
     "sru": "sru:SRULayer",
+}
+
+
+# cell id -> the version of its numbers: what its layer computes from its inputs, and how it initialises
+# its weights. Bump a cell's version (by one) in the commit that changes its outputs (its module, or one it
+# runs through: base, recurrence); its records and runs are then stale and train again. Records made
+# before versions were written hold none, which counts as version 1 (rnnrepro.cell_identity), so a cell
+# whose numbers never changed keeps every record current across commits. tests/test_cell_numerics.py keeps
+# each (cell, version)'s outputs on a fixed input and fails when they change without a bump.
+NUMERICS_VERSION: dict[str, int] = {
+    "lstm": 1, "pru": 1, "lstm_single_bias": 1, "gru": 1, "gru_single_bias": 1, "nested_lstm": 1, "rhn": 1,
+    "grid_lstm": 1, "ps_lru": 1, "rg_lru": 1, "lru": 1, "lrn": 1, "atr": 1, "sru": 1,
 }
 
 
@@ -94,6 +111,34 @@ def _working_directory_importable():
     finally:
         if added:
             sys.path.remove(os.getcwd())
+
+
+def source_file(cell: str) -> Path:
+    """The module file of a cell of your own (``module:Class``), relative to the working directory when
+    it lies under it (examples/mgu.py), found as the cell's options are."""
+    module_name, _ = _module_and_class(cell)
+    with _working_directory_importable():
+        try:
+            spec = find_spec(module_name)
+        except ModuleNotFoundError:  # a parent package is missing
+            spec = None
+    if spec is None or spec.origin is None or not spec.origin.endswith(".py"):
+        raise ValueError(f"cell {cell!r}: module {module_name} not found (looked in the working directory and on "
+                         f"PYTHONPATH); put it in the project directory or on PYTHONPATH")
+    path = Path(spec.origin).resolve()
+    return path.relative_to(Path.cwd().resolve()) if path.is_relative_to(Path.cwd().resolve()) else path
+
+
+def code_identity(cell: str) -> dict:
+    """What of a cell's code makes its training cells what they are, for their resolved config: a built-in
+    cell's numerics version (``cell_numerics``); a cell of your own's module file (``cell_source``, where it
+    is, which is not compared) and the sha256 of its content (``cell_source_sha256``), so that editing the
+    module makes its runs and records stale."""
+    if not is_outside_cell(cell):
+        _module_and_class(cell)  # an unknown id is named here
+        return {"cell_numerics": NUMERICS_VERSION[cell]}
+    path = source_file(cell)
+    return {"cell_source": str(path), "cell_source_sha256": hashlib.sha256(path.read_bytes()).hexdigest()}
 
 
 def cell_class(cell: str) -> type[RecurrentLayer]:
@@ -221,5 +266,6 @@ def __getattr__(name: str):
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-__all__ = ["CELLS", "CellOption", "RecurrentLayer", "State", "build_layer", "cell_class", "cell_options",
-           "constructor_options", "detach_state", "is_outside_cell", "validate_cell"]
+__all__ = ["CELLS", "NUMERICS_VERSION", "CellOption", "RecurrentLayer", "State", "build_layer", "cell_class",
+           "cell_options", "code_identity", "constructor_options", "detach_state", "is_outside_cell", "source_file",
+           "validate_cell"]

@@ -14,7 +14,7 @@ from ..configuration import ConfigError, check_budget, check_checkout, load_run_
 from .paths import RECORDS
 from .packing import pack
 from .units import _load
-from .rendering import BY_BUDGET, render, render_by_budget, scales_first, stop_quietly
+from .rendering import BY_BUDGET, hold_render_lock, render, render_by_budget, scales_first, stop_quietly
 from .growing import grow
 from .listing import list_units
 
@@ -102,6 +102,8 @@ def main(argv=None) -> int:
         signal.signal(signal.SIGINT, stop_quietly)
         failed = False
         budgets = list(scales_first(args.budget, args.run_config))
+        for budget in budgets:  # every budget's lock before anything is written
+            hold_render_lock(budget)
         if args.configfile:  # the scorecards' kernel sees the cells of your own only if exported before it starts
             _load(budgets[0], args.run_config, custom_file=args.configfile, rendered=budgets, records=args.records)
         states = {}

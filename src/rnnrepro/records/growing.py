@@ -5,11 +5,11 @@ finishes.
 from __future__ import annotations
 
 import argparse
-import fcntl
 import fnmatch
 import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -17,9 +17,10 @@ import threading
 import time
 from pathlib import Path
 
-from .. import grid, record_commits
+from .. import grid, locks, record_commits
+from ..record_checks import stale_copy
 from ..configuration import ConfigError
-from ..runtime import GIT_SHA_ENV
+from ..runtime import FILE_TOO_LARGE, GIT_SHA_ENV, file_size_limit_problem
 from ..train import progress_file
 from .. import tuning
 
@@ -81,7 +82,9 @@ class Grower:
         with open(log, "w") as out:
             code = subprocess.run(self.snakemake(targets, max(self.args.jobs * self.args.threads, 1)),
                                   stdout=out, stderr=subprocess.STDOUT).returncode
-        if code != 0:
+        if code != 0 and (locked := locks.snakemake_lock_problem(log.read_text(errors="replace"))):
+            self.say(f"error: preparing the data did not start: {locked}; see {log}")
+        elif code != 0:
             self.say(f"error: preparing the data failed (exit {code}); see {log}{why_it_failed(log)}")
         return code == 0
 
@@ -145,6 +148,10 @@ class Grower:
                 self.say(f"skipped {unit.name}: another process on this machine trains {busy[0]}; a later "
                          f"grow records it once that process has ended")
                 continue
+            for cell in unit.cells:  # a copy of a record gone stale: Snakemake would keep it (record_checks)
+                if why := stale_copy(self.studies[unit.study], self.config, cell):
+                    shutil.rmtree(cell.run_dir)
+                    self.say(f"deleted {cell.run_dir}/, a copy of its record that is stale now ({why}); it trains")
             log = self.log_dir / f"{unit.name.replace('/', '_')}.log"
             started = time.monotonic()
             self.say(f"unit {position} of {self.total}: {unit.name} (log {log})")
@@ -229,6 +236,9 @@ def why_it_failed(snakemake_log: Path, lines: int = 4) -> str:
     if not parts:
         tail = [line for line in text.splitlines() if line.strip() and not line.startswith("  File ")][-lines:]
         parts = ["\n    ".join(tail)] if tail else []
+    if FILE_TOO_LARGE.search(text + "".join(parts)):
+        parts.insert(0, file_size_limit_problem() or "a file grew past the limit on the size of a file the run "
+                     "may write (`ulimit -f` where it ran): raise it (`ulimit -f unlimited`) and run again")
     return "".join(f"\n  {part}" for part in parts)
 
 
@@ -263,21 +273,10 @@ def uncommitted_changes() -> list[str]:
 
 def hold_grow_lock(budget: str) -> int:
     """One grow of a budget at a time in a working tree: two would train the same units side by side.
-    The lock (``flock`` on ``<logs>/grow/grow.lock``) lasts as long as this process."""
-    path = Path(grid.logs_dir(budget)) / "grow" / "grow.lock"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        holder = Path(path).read_text().strip() or "another process"
-        os.close(fd)
-        raise RuntimeError(f"another `records grow --budget {budget}` runs in this working tree ({holder}): "
-                           f"wait for it to end, or stop it (it stops its units at the next batch, each "
-                           f"resumable), then grow again") from None
-    os.ftruncate(fd, 0)
-    os.write(fd, f"pid {os.getpid()}, started {time.strftime('%Y-%m-%d %H:%M:%S')}\n".encode())
-    return fd
+    The lock (``flock`` on ``<logs>/grow/grow.lock``, rnnrepro.locks) lasts as long as this process."""
+    return locks.hold(Path(grid.logs_dir(budget)) / "grow" / "grow.lock",
+                      f"another `records grow --budget {budget}` runs in this working tree ({{holder}}): wait for "
+                      f"it to end, or stop it (it stops its units at the next batch, each resumable), then grow again")
 
 
 def command_line_settings(words: list[str]) -> dict[str, str]:

@@ -15,7 +15,7 @@ import sys
 import time
 from pathlib import Path
 
-from .. import grid, layout
+from .. import grid, layout, locks
 from ..record_checks import RECORDED, damage as _damage, record_problem
 from ..artifact_inputs import write_inputs_list
 from ..analysis.claims import outputs as claims_outputs
@@ -219,6 +219,15 @@ def say_rendered(budget: str, item: Rendering) -> None:
     """One line per artifact as its render ends: ``[rnnrepro] <budget> <study>/<artifact>: <state>``."""
     timing = f" in {item.seconds:.1f} s" if item.state == "rendered" else ""
     print(f"[rnnrepro] {budget} {item.key}: {item.state}{timing}", flush=True)
+
+
+def hold_render_lock(budget: str) -> int:
+    """One render of a budget at a time in a working tree: two would write the same tables, figures and
+    executed notebooks at once, and each would read the other's half-written files. The lock (``flock`` on
+    ``<logs>/render/render.lock``, rnnrepro.locks) lasts as long as this process."""
+    return locks.hold(Path(grid.logs_dir(budget)) / "render" / "render.lock",
+                      f"another `records render --budget {budget}` is running in this working tree ({{holder}}): "
+                      f"wait for it to end, then render again. This render changed nothing")
 
 
 def render(budget: str, records: Path = RECORDS, config_file: Path = Path("config/config.yaml"),

@@ -41,6 +41,7 @@ import torch
 from torch import nn
 
 from .. import console, precision
+from ..cell_identity import as_written_now
 from ..cells import is_outside_cell
 from ..custom_cells import module_file
 from . import checkpoint
@@ -259,6 +260,8 @@ class TrainingLoop:
                  copy.deepcopy(t.state_dict()), checkpoint.rng_state())
         try:
             saved = checkpoint.load(path, self.device, ("config",))
+            # a checkpoint written before the config held the cell's numerics version is of version 1
+            saved["config"] = as_written_now(saved["config"], self.cfg)
             raised = saved["config"] != self.cfg and raised_cap(saved["config"], self.cfg) \
                 and hasattr(t, "stopped_by_its_rules")
             if saved["config"] != self.cfg and not raised:
