@@ -12,10 +12,11 @@ import torch
 import yaml
 from conftest import copy_project, snakemake
 
-from rnnrepro import grid
+from rnnrepro import configuration, grid
 from rnnrepro.analysis.claims import HELD, NOT_HELD, NOT_TESTED, evaluate_study, scorecard
 from rnnrepro.cells import build_layer
-from rnnrepro.configuration import REPO_ROOT, ConfigError, load_run_config, load_study, load_yaml
+from rnnrepro.configuration import REPO_ROOT, ConfigError, load_run_config, load_yaml
+from rnnrepro.grid import load_study
 from rnnrepro.custom_cell_checks import check_custom_cells
 from rnnrepro.custom_cells import ENVIRONMENT_VARIABLE, export, trial_layer_sizes, try_cell
 from rnnrepro.models.language_model import Dropouts, LanguageModel
@@ -342,6 +343,8 @@ def test_jobs_see_the_cells_the_workflow_exported(custom, monkeypatch):
     export(custom, "examples/mgu.yaml")
     assert load_study("pru")["models"]["mgu"]["cell"] == MGU
     assert "mgu" in load_study("lru")["artifacts"]["accuracy"]["models"]
+    # the study files as written: the configuration knows nothing of a run's cells
+    assert "mgu" not in configuration.load_study("pru")["models"]
     export({}, "config/config.yaml")
     assert "mgu" not in load_study("pru")["models"]
 

@@ -35,7 +35,8 @@ from pathlib import Path
 
 from . import layout, precision, tuning
 from .cell_identity import config_differences
-from .configuration import ConfigError, budgets, merged
+from .configuration import ConfigError, budgets, check_references, merged, project_root, study_file
+from .custom_cells import add_custom_cells, from_environment
 from .data.registry import DATASETS
 
 # The results and logs of each budget (results/ for the default budget, paper; results/<budget>/ for
@@ -45,6 +46,25 @@ from .layout import (  # noqa: F401
 from .sizing import hidden_size_for_budget, language_model_params
 
 PROCESSED = "data/processed"
+
+
+def load_study(study: str, root: Path | None = None, custom_cells: dict | None = None,
+               custom_source: str = "") -> dict:
+    """The study a run's grid is built from: its file (configuration.study_file), with the run's cells of
+    your own added (rnnrepro.custom_cells) and then the tuning variants (rnnrepro.tuning).
+
+    ``custom_cells`` None: those the running workflow exported (a notebook or the scorecard run by a
+    rule sees the same study as the Snakefile), else none. Check them first with
+    ``custom_cell_checks.check_custom_cells``, which names the config file they came from.
+    """
+    data = study_file(study, root)
+    if custom_cells is None:
+        custom_cells, custom_source = from_environment()
+    if any(study in custom["studies"] for custom in custom_cells.values()):
+        data = add_custom_cells(data, custom_cells, custom_source)
+        path = (project_root() if root is None else root) / "config" / "studies" / f"{study}.yaml"
+        check_references(data, f"{path} with the cells of {custom_source}")
+    return tuning.add_variants(data)
 
 
 def budgets_with_results(root: Path = Path(".")) -> list[str]:

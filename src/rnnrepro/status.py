@@ -45,7 +45,7 @@ from tabulate import tabulate
 
 from . import console, grid
 from .analysis.run_files import DamagedRunFile, check_weights, read_metrics, stale_problem
-from .configuration import ConfigError, budgets, check_budget, check_checkout, load_run_config, load_study, load_yaml
+from .configuration import ConfigError, budgets, check_budget, check_checkout, load_run_config, load_yaml
 from .progress_reading import STALE_SECONDS, WATCH_SECONDS, process_gone, progress_problem, wall_time  # noqa: F401
 from .train import progress_file
 
@@ -194,7 +194,7 @@ def collect(root: Path, study_filter: list[str] | None = None, budget: str | Non
     if unknown:
         known = sorted(p.stem for p in (root / "config" / "studies").glob("*.yaml"))
         raise ConfigError(f"--study {', '.join(unknown)}: no such study; the studies are {', '.join(known)}")
-    studies = {name: load_study(name, root=root) for name in names}
+    studies = {name: grid.load_study(name, root=root) for name in names}
     if artifact:
         study_name, name = artifact_named(artifact, studies)
         studies = {study_name: studies[study_name]}

@@ -14,9 +14,10 @@ from snakemake.settings.types import DeploymentMethod
 # SRC is on sys.path (config_file.smk): the project's own (torch-free) modules, from this checkout
 from rnnrepro import command_line, grid, precision, records, targets, tuning
 from rnnrepro.artifact_inputs import inputs_list, notebook_inputs, refresh_inputs_list
-from rnnrepro.configuration import ConfigError, budgets, load_run_config, load_study
+from rnnrepro.configuration import ConfigError, budgets, load_run_config
 from rnnrepro.custom_cell_checks import check_custom_cells
 from rnnrepro.custom_cells import export as export_custom_cells
+from rnnrepro.grid import load_study  # the study with the run's cells of your own
 from rnnrepro.report import artifact_caption, claims_caption
 from rnnrepro.runtime import DEVICE_ENV
 from rnnrepro.slurm import command_line_executor, slurm_problem
