@@ -5,6 +5,7 @@ through a cut-down smoke grid of one word-level and one character-level study.""
 from __future__ import annotations
 
 import shutil
+import sys
 
 import pandas as pd
 import pytest
@@ -159,6 +160,8 @@ def broken_cell(directory, kind: str, monkeypatch) -> str:
     (directory / f"broken_{kind}.py").write_text(
         f"from examples.mgu import MGULayer\n\n\nclass BrokenMGU(MGULayer):\n{BROKEN_CELLS[kind]}")
     monkeypatch.syspath_prepend(str(directory))
+    # a module of that name another test imported (test_training's broken cells) would be found instead
+    monkeypatch.delitem(sys.modules, f"broken_{kind}", raising=False)
     return f"broken_{kind}:BrokenMGU"
 
 
@@ -226,6 +229,7 @@ def test_every_built_in_model_passes_the_trial():
                     assert try_cell(model["cell"], model["cell_options"], *sizes, 110) is None, (name, model_id, sizes)
 
 
+@pytest.mark.slow
 def test_dry_run_stops_on_a_transposed_cell_naming_file_and_cell(tmp_path):
     project = copy_project(tmp_path)
     shutil.copytree(REPO_ROOT / "examples", project / "examples", ignore=shutil.ignore_patterns("__pycache__"))
@@ -409,6 +413,7 @@ def test_the_docs_give_what_make_example_runs():
     assert f"snakemake --profile profiles/smoke --report results/smoke/report.html {words}\n" in docs
 
 
+@pytest.mark.slow
 def test_example_through_two_studies_end_to_end(tmp_path):
     """`make example` on a cut-down grid: the two tables with the MGU's rows and their footing, its claims
     against each baseline in the scorecard, and the report of them built by the command the docs give."""

@@ -167,6 +167,7 @@ def test_config_check_refuses_a_cell_that_cannot_run_bf16():
     assert cfg["precision"] == "bf16"
 
 
+@pytest.mark.slow
 def test_dry_run_refuses_bf16_for_the_lru(tmp_path):
     project = copy_project(tmp_path)
     result = snakemake(project, "-n", "--profile", "profiles/smoke", "--config", "precision=bf16", "--",

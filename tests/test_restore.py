@@ -152,6 +152,7 @@ def project(tmp_path_factory):
 TABLE1_TARGET = "results/cpu/tables/pru_table1.csv"
 
 
+@pytest.mark.slow
 def test_only_the_cell_of_your_own_trains_beside_recorded_baselines(project):
     run = snakemake(project, "-n", "--cores", "2", TABLE1_TARGET, "--configfile", "examples/mgu.yaml",
                     "--config", "budget=cpu")
