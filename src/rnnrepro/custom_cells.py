@@ -47,7 +47,7 @@ import traceback
 from .tuning import ARTIFACT as TUNING
 
 #: environment variable carrying the custom cells from the Snakefile to the jobs it starts (notebooks
-#: and the scorecard call ``load_study``, which adds them): JSON {"source": ..., "cells": ...}
+#: and the scorecard call ``grid.load_study``, which adds them): JSON {"source": ..., "cells": ...}
 ENVIRONMENT_VARIABLE = "RNNREPRO_CUSTOM_CELLS"
 #: claim ``per`` keys that describe the data (kept); others (``g``, ``recipe``) describe baseline models
 DATA_KEYS = ("dataset", "fraction")
