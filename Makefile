@@ -53,8 +53,9 @@ example: $(STAMP)
 test: $(STAMP)
 	"$(BIN)/python" -m pytest
 
-# Everyday edits: every test but the end-to-end runs of the pipeline (marker `slow`); `make test` stays
-# the whole suite and what CI runs.
+# Everyday edits: every test but those that run the pipeline, snakemake, training or notebooks, or
+# render records, for a few seconds or more each (marker `slow`); `make test` stays the whole suite and
+# what CI runs.
 test-fast: $(STAMP)
 	"$(BIN)/python" -m pytest -m "not slow"
 

@@ -44,7 +44,7 @@ from rnnrepro.analysis.claims import (COUNTED, HELD, INCONCLUSIVE, NOT_HELD, NOT
                                       read_effects, read_scorecard)
 from rnnrepro.analysis.notebook import save, save_figure
 from rnnrepro.analysis.run_endings import run_endings
-from rnnrepro.configuration import load_study
+from rnnrepro.grid import load_study
 
 budget = run_config["budget"]
 studies = {name: load_study(name) for name in run_config["studies"]}

@@ -33,7 +33,7 @@ figures = ["results/figures/lrn_lm.png", "results/figures/lrn_lm_curves.png"]
 # %%
 from rnnrepro.analysis.lrn import capped_stages, lm_summary, lm_table
 from rnnrepro.analysis.notebook import save, save_figure
-from rnnrepro.configuration import load_study
+from rnnrepro.grid import load_study
 from rnnrepro.evaluation.results import read_evaluations
 
 study_config = load_study(study)

@@ -26,7 +26,8 @@ figures = []
 # %%
 from rnnrepro.analysis.lrn import params_table
 from rnnrepro.analysis.notebook import save
-from rnnrepro.configuration import load_run_config, load_study, load_yaml, project_root
+from rnnrepro.configuration import load_run_config, load_yaml, project_root
+from rnnrepro.grid import load_study
 
 study_config = load_study(study)
 run_config = load_run_config(load_yaml(project_root() / "config" / "config.yaml"))

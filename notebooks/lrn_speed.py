@@ -33,7 +33,7 @@ from pathlib import Path
 from rnnrepro.analysis.lrn import speed_table
 from rnnrepro.analysis.notebook import save, save_figure
 from rnnrepro.analysis.run_files import read_speed_file
-from rnnrepro.configuration import load_study
+from rnnrepro.grid import load_study
 
 study_config = load_study(study)
 # the speed rule writes <results>/speed/<study>.json beside <results>/tables/ (per budget: grid.results_dir)

@@ -28,7 +28,7 @@ figures = ["results/figures/lru_convergence.png"]
 # %%
 from rnnrepro.analysis import lru
 from rnnrepro.analysis.notebook import save, save_figure
-from rnnrepro.configuration import load_study
+from rnnrepro.grid import load_study
 
 study_config = load_study(study)
 runs = lru.convergence_runs(lru.read_histories(metrics_files))

@@ -33,7 +33,7 @@ import pandas as pd
 import seaborn as sns
 
 from rnnrepro.analysis.notebook import save, save_figure
-from rnnrepro.configuration import load_study
+from rnnrepro.grid import load_study
 from rnnrepro.evaluation.results import dynamic_eval_table, read_evaluations
 
 study_config = load_study(study)

@@ -34,7 +34,7 @@ import numpy as np
 import pandas as pd
 
 from rnnrepro.analysis.notebook import save, save_figure
-from rnnrepro.configuration import load_study
+from rnnrepro.grid import load_study
 from rnnrepro.evaluation.results import entropy_table, read_evaluations
 
 BIN_WIDTH = 0.23  # the paper's bins

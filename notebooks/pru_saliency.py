@@ -33,7 +33,7 @@ figures = ["results/figures/pru_saliency.png"]
 import matplotlib.pyplot as plt
 
 from rnnrepro.analysis.notebook import save, save_figure
-from rnnrepro.configuration import load_study
+from rnnrepro.grid import load_study
 from rnnrepro.evaluation.results import read_evaluations, saliency_table
 
 study_config = load_study(study)

@@ -512,6 +512,7 @@ def test_records_hold_only_the_small_files(recorded):
     assert not (recorded / "records/smoke").exists()
 
 
+@pytest.mark.slow
 def test_render_from_records_without_training(recorded):
     result = python_in(recorded, "-m", "rnnrepro.records", "render", "--budget", "reduced")
     assert result.returncode == 0, result.stdout + result.stderr
@@ -538,6 +539,7 @@ def test_render_from_records_without_training(recorded):
     assert (recorded / "results/claims_by_budget.png").exists()
 
 
+@pytest.mark.slow
 def test_a_render_refreshes_what_an_earlier_render_wrote(recorded):
     """A record changed after a render (a cell recorded again) replaces the copy that render restored."""
     record = recorded / "records/reduced/runs/pru/ptb/lstm_m1000_do05/frac100/seed1111/metrics.json"
@@ -555,6 +557,7 @@ def test_a_render_refreshes_what_an_earlier_render_wrote(recorded):
         record.write_text(original)
 
 
+@pytest.mark.slow
 def test_a_stale_record_is_not_rendered(recorded):
     """A record whose config.json is not what the study file resolves now (the recipe changed) is stale."""
     config_file = recorded / "records/reduced/runs/pru/wt2/lstm_m1000/frac100/seed1111/config.json"
@@ -573,6 +576,7 @@ def test_a_stale_record_is_not_rendered(recorded):
         config_file.write_text(original)
 
 
+@pytest.mark.slow
 def test_render_never_overwrites_a_different_run(recorded):
     metrics = next((recorded / "records/reduced/runs").glob("**/metrics.json"))
     target = recorded / "results/reduced/runs" / metrics.relative_to(recorded / "records/reduced/runs")
@@ -591,6 +595,7 @@ def test_render_never_overwrites_a_different_run(recorded):
             target.write_text(original)
 
 
+@pytest.mark.slow
 def test_render_of_an_unrecorded_budget_says_which_exist(recorded):
     result = python_in(recorded, "-m", "rnnrepro.records", "render", "--budget", "paper")
     assert result.returncode == 1
@@ -608,6 +613,7 @@ def test_budgets_have_their_own_results(budget, tree):
     assert cells and all(cell.run_dir.startswith(f"{tree}/runs/pru/") for cell in cells)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("budget", ["paper", "reduced", "smoke"])
 def test_dry_run_plans_the_scorecard(tmp_path_factory, budget):
     project = copy_project(tmp_path_factory.mktemp(f"dry_{budget}"))
@@ -617,6 +623,7 @@ def test_dry_run_plans_the_scorecard(tmp_path_factory, budget):
     assert "rule claims:" in out and "notebook_pru_table1" in out and "notebook_lru_accuracy" in out
 
 
+@pytest.mark.slow
 def test_claims_rule_command_writes_the_scorecard(tmp_path):
     """The claims rule's command (python -m rnnrepro.analysis.claims) on a hand-written nlstm table."""
     project = copy_project(tmp_path)
@@ -861,6 +868,7 @@ def scale_project(tmp_path, with_wide: bool):
     return project, *claims("cpu", cpu_table)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("with_wide", [False, True])
 def test_the_cpu_scorecard_reads_its_second_scale(tmp_path, with_wide):
     project, card, pairs = scale_project(tmp_path, with_wide)

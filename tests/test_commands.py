@@ -174,6 +174,7 @@ def test_a_profiles_budget_replaced_is_named(monkeypatch, arguments, said):
     assert command_line.replaced_budget(budget, "config/config.yaml", ["snakemake", *arguments]) == said
 
 
+@pytest.mark.slow
 def test_the_replaced_budget_is_said_in_one_line_with_the_jobs_it_plans(project):
     run = snakemake(project, "-n", "--profile", "profiles/smoke", "results/tables/pru_table1.csv",
                     "--configfile", "examples/mgu.yaml")

@@ -218,6 +218,7 @@ def test_bad_config_file_value_still_names_the_file(run_config):
         load_run_config(run_config, command_line={"budget": "smoke"})
 
 
+@pytest.mark.slow
 def test_snakemake_reads_command_line_values_and_keeps_the_smoke_profile(tmp_path):
     project = copy_project(tmp_path)
     planned = snakemake(project, "-n", "results/smoke/tables/pru_table1.csv",

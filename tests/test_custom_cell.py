@@ -5,6 +5,7 @@ through a cut-down smoke grid of one word-level and one character-level study.""
 from __future__ import annotations
 
 import shutil
+import sys
 
 import pandas as pd
 import pytest
@@ -12,10 +13,11 @@ import torch
 import yaml
 from conftest import copy_project, snakemake
 
-from rnnrepro import grid
+from rnnrepro import configuration, grid
 from rnnrepro.analysis.claims import HELD, NOT_HELD, NOT_TESTED, evaluate_study, scorecard
 from rnnrepro.cells import build_layer
-from rnnrepro.configuration import REPO_ROOT, ConfigError, load_run_config, load_study, load_yaml
+from rnnrepro.configuration import REPO_ROOT, ConfigError, load_run_config, load_yaml
+from rnnrepro.grid import load_study
 from rnnrepro.custom_cell_checks import check_custom_cells
 from rnnrepro.custom_cells import ENVIRONMENT_VARIABLE, export, trial_layer_sizes, try_cell
 from rnnrepro.models.language_model import Dropouts, LanguageModel
@@ -158,6 +160,8 @@ def broken_cell(directory, kind: str, monkeypatch) -> str:
     (directory / f"broken_{kind}.py").write_text(
         f"from examples.mgu import MGULayer\n\n\nclass BrokenMGU(MGULayer):\n{BROKEN_CELLS[kind]}")
     monkeypatch.syspath_prepend(str(directory))
+    # a module of that name another test imported (test_training's broken cells) would be found instead
+    monkeypatch.delitem(sys.modules, f"broken_{kind}", raising=False)
     return f"broken_{kind}:BrokenMGU"
 
 
@@ -225,6 +229,7 @@ def test_every_built_in_model_passes_the_trial():
                     assert try_cell(model["cell"], model["cell_options"], *sizes, 110) is None, (name, model_id, sizes)
 
 
+@pytest.mark.slow
 def test_dry_run_stops_on_a_transposed_cell_naming_file_and_cell(tmp_path):
     project = copy_project(tmp_path)
     shutil.copytree(REPO_ROOT / "examples", project / "examples", ignore=shutil.ignore_patterns("__pycache__"))
@@ -344,6 +349,8 @@ def test_jobs_see_the_cells_the_workflow_exported(custom, monkeypatch):
     export(custom, "examples/mgu.yaml")
     assert load_study("pru")["models"]["mgu"]["cell"] == MGU
     assert "mgu" in load_study("lru")["artifacts"]["accuracy"]["models"]
+    # the study files as written: the configuration knows nothing of a run's cells
+    assert "mgu" not in configuration.load_study("pru")["models"]
     export({}, "config/config.yaml")
     assert "mgu" not in load_study("pru")["models"]
 
@@ -408,6 +415,7 @@ def test_the_docs_give_what_make_example_runs():
     assert f"snakemake --profile profiles/smoke --report results/smoke/report.html {words}\n" in docs
 
 
+@pytest.mark.slow
 def test_example_through_two_studies_end_to_end(tmp_path):
     """`make example` on a cut-down grid: the two tables with the MGU's rows and their footing, its claims
     against each baseline in the scorecard, and the report of them built by the command the docs give."""

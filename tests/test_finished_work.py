@@ -43,6 +43,7 @@ def environment(project: Path, **extra: str) -> dict[str, str]:
     return {"PATH": f"{BIN}:/usr/bin:/bin", "HOME": str(project), **extra}
 
 
+@pytest.mark.slow
 def test_precisions_are_refused_retrain_nothing_or_train_cells_of_their_own(tmp_path):
     """bf16 where oneDNN has no bfloat16 LSTM (ONEDNN_MAX_CPU_ISA=AVX2 stands for a CPU without AVX-512):
     refused when the run is planned, a dry run too, with the cell, the device and the fix, and no file
@@ -105,6 +106,7 @@ def holding_the_lock(run_dir: Path) -> subprocess.Popen:
     return holder
 
 
+@pytest.mark.slow
 def test_the_workflow_plans_no_job_for_a_cell_another_process_trains(tmp_path):
     """A trainer left running (by a Snakemake or `records grow` that was killed, or another run let in by
     --unlock) holds its cell's trainer.lock: a run that would train that cell stops while planning,

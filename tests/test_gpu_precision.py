@@ -82,7 +82,7 @@ def cell_options_from_the_studies() -> dict[str, dict]:
     """For every built-in cell, the options of the first study model that uses it."""
     options = {}
     for study in ("pru", "nlstm", "lru", "lrn"):
-        for model in load_study(study, custom_cells={})["models"].values():
+        for model in load_study(study)["models"].values():
             options.setdefault(model["cell"], model["cell_options"])
     return options
 
@@ -151,7 +151,7 @@ def test_config_check_refuses_a_cell_that_cannot_run_bf16():
     hand-written backward on any device, naming it, the device and the fix; a cell whose support
     depends on the machine is left to the job's start-up check."""
     run_config = yaml.safe_load((REPO_ROOT / "config" / "config.yaml").read_text())
-    lru = load_study("lru", custom_cells={})
+    lru = load_study("lru")
     for device in ("cpu", "cuda", "auto"):
         with pytest.raises(ConfigError) as refused:
             grid.resolve_cell(lru, dict(run_config, precision="bf16", device=device),
@@ -161,12 +161,13 @@ def test_config_check_refuses_a_cell_that_cannot_run_bf16():
         assert ("any device" if device == "auto" else f"on {device}") in message
     for name in ("fp32", "tf32"):
         grid.resolve_cell(lru, dict(run_config, precision=name), grid.Cell("lru", "ptb_char", "lru_24m", 100, 1111, "paper"))
-    pru = load_study("pru", custom_cells={})
+    pru = load_study("pru")
     cfg = grid.resolve_cell(pru, dict(run_config, precision="bf16", device="cpu"),
                             grid.Cell("pru", "ptb", "lstm_m1000", 100, 1111, "paper"))
     assert cfg["precision"] == "bf16"
 
 
+@pytest.mark.slow
 def test_dry_run_refuses_bf16_for_the_lru(tmp_path):
     project = copy_project(tmp_path)
     result = snakemake(project, "-n", "--profile", "profiles/smoke", "--config", "precision=bf16", "--",

@@ -209,6 +209,7 @@ def first_epoch_done(root: Path) -> bool:
     return history_rows(root / TINY.run_dir) == 1 and status.cell_status(root, TINY, "ptb").epochs == 1
 
 
+@pytest.mark.slow
 def test_sigterm_reaches_training_through_the_wrapper(tmp_path, tiny_cell):
     """The wrapper execs training: SLURM's SIGTERM lands in training, which checkpoints, exits 143
     (the lock is released), and the rerun resumes mid-epoch. history.csv grows by a row per epoch, and
@@ -240,6 +241,7 @@ def test_sigterm_reaches_training_through_the_wrapper(tmp_path, tiny_cell):
     assert not list(tmp_path.glob("**/*.log"))
 
 
+@pytest.mark.slow
 def test_killed_and_failed_cells_from_the_trainers_own_files(tmp_path, tiny_cell):
     """SIGKILL leaves progress.json saying running: its process is gone, so status says interrupted; a
     cell whose loss diverges records its error, which status shows."""

@@ -50,6 +50,7 @@ def test_progress_lines_name_their_units_in_the_plural(every_update_logged, unit
     assert lines and all(f"/2 {units}) in " in line for line in lines), lines
 
 
+@pytest.mark.slow
 def test_a_training_epoch_and_its_final_evaluation_log_progress(tmp_path):
     corpus = tmp_path / "processed"
     prepare("synth_ptb", fetch("synth_ptb", tmp_path / "raw"), corpus)
@@ -94,6 +95,7 @@ def test_dynamic_evaluation_logs_progress(every_update_logged):
     assert progress_lines(messages, "static evaluation: test") and progress_lines(messages, "dynamic evaluation: test")
 
 
+@pytest.mark.slow
 def test_speed_job_says_what_it_times_and_how_far_it_is(tmp_path):
     """The speed rule's command (``python -m rnnrepro.analysis.lrn speed``), at tiny shapes."""
     study = load_study("lrn")

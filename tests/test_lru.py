@@ -235,6 +235,7 @@ def test_early_stopping_follows_the_authors_rule(losses, stalled):
 
 # --- the workflow ------------------------------------------------------------------------------------
 
+@pytest.mark.slow
 def test_dry_run_of_the_paper_grid_lists_every_cell(tmp_path, study):
     project = copy_project(tmp_path)
     result = snakemake(project, "-n", "--config", "budget=paper", "studies=[lru]", "--", "all")

@@ -84,6 +84,7 @@ exec "{sys.executable}" -c "import sys; sys.version_info = (3, 10, 13, 'final', 
     assert not (spaced_project / ".venv").exists()
 
 
+@pytest.mark.slow
 def test_workflow_jobs_run_from_a_folder_with_a_space(tmp_path):
     """A fetch and a prepare job, from a project folder whose path has a space, run by a Snakemake whose
     interpreter's path has one too ("py env/venv/bin/python"), with a PATH that lacks that environment

@@ -158,6 +158,7 @@ def test_published_parameter_counts(model, recurrent):
 # The workflow
 
 
+@pytest.mark.slow
 def test_paper_dry_run_lists_the_three_cells(tmp_path):
     project = copy_project(tmp_path)
     result = snakemake(project, "-n", "--config", "budget=paper", "--", "results/tables/nlstm_test.csv",

@@ -79,7 +79,7 @@ def test_every_rule_has_a_conda_env_and_a_log():
         # each rule's text, from its `rule` line to the next one; directives start their line
         # (`{log:q}` in a shell command is not one)
         blocks = re.split(r"^\s*rule\b", smk.read_text(), flags=re.M)[1:]
-        assert blocks or smk.name in ("common.smk", "config_file.smk"), smk
+        assert blocks or smk.name in ("common.smk", "config_file.smk", "inputs.smk"), smk
         for block in blocks:
             name = block.split(":", 1)[0].strip() or block.split("name:", 1)[-1].split()[0]
             assert re.search(r"^\s+log:", block, re.M), (smk, name)

@@ -330,6 +330,7 @@ def execute(tmp_path, artifact: str, metrics: list[str]) -> tuple[pd.DataFrame, 
     return pd.read_csv(table), (tmp_path / f"{artifact}.ipynb").read_text()
 
 
+@pytest.mark.slow
 def test_table3_notebook(runs, tmp_path, study):
     table, _ = execute(tmp_path, "table3", runs("table3"))
     assert table["row"].tolist() == ["R1", "R3"]
@@ -340,6 +341,7 @@ def test_table3_notebook(runs, tmp_path, study):
     assert (table["corpus"] == "synth_ptb").all() and table["residual"].tolist() == [False, True]
 
 
+@pytest.mark.slow
 def test_table4_and_fig5_notebooks(runs, tmp_path):
     table4, _ = execute(tmp_path, "table4", runs("table4"))
     assert table4["method"].tolist() == ["Avg pool", "Convolution"]
@@ -353,6 +355,7 @@ def test_table4_and_fig5_notebooks(runs, tmp_path):
         100 * (1 - fig5["params_recurrent"].iloc[2] / fig5["lstm_ru_params"].iloc[2]), rel=5e-4)
 
 
+@pytest.mark.slow
 def test_fig1_notebook(runs, tmp_path):
     table, _ = execute(tmp_path, "fig1", runs("fig1"))
     assert table["model"].tolist() == ["lstm_m1000", "pru_g4_k2_m1400"]
@@ -377,6 +380,7 @@ def test_embedding_variance_by_hand():
     assert table.set_index("category")["words"].to_dict() == {"NOUN": 2, "VERB": 1}
 
 
+@pytest.mark.slow
 def test_fig4_notebook_tags_real_english(runs, tmp_path):
     table, _ = execute(tmp_path, "fig4", runs("fig4"))
     assert set(table["series"]) == {"LSTM", "PRU level 1", "PRU level 2"}

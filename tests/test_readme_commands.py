@@ -305,6 +305,7 @@ def test_a_broken_command_fails(tmp_path, mirror):
     assert "Unparsable value: 'results/tables/pru_table1.csv'" in output
 
 
+@pytest.mark.slow
 def test_commands_planned_together_still_fail_one_by_one(tmp_path_factory, mirror):
     """Two commands that differ only in targets and cores share one dry run; where one of them names a
     target no rule makes, the shared run fails and each is judged by a run of its own."""
@@ -323,6 +324,7 @@ def test_commands_planned_together_still_fail_one_by_one(tmp_path_factory, mirro
     assert "pru_no_such_table.csv" not in results[good][1]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("command", COMMANDS, ids=[f"{', '.join(pages)}: {c}" for c, pages in COMMANDS.items()])
 def test_documented_command_dry_runs(dry_runs, command):
     pages = ", ".join(COMMANDS[command])

@@ -32,6 +32,7 @@ def rendered(tmp_path_factory):
     return project, result.stdout
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("budget", RECORDED_BUDGETS)
 def test_recorded_runs_render_into_tables_and_the_scorecard(budget, rendered):
     project, stdout = rendered
@@ -67,6 +68,7 @@ def test_recorded_runs_render_into_tables_and_the_scorecard(budget, rendered):
     assert figures and all(f'alt="{figure.stem}"' in html for figure in figures)
 
 
+@pytest.mark.slow
 def test_readme_scorecard_is_the_rendered_one(rendered):
     """README.md's scorecard section is what `records readme` writes from the rendered records."""
     project, _ = rendered
@@ -148,6 +150,7 @@ def kill_tree(pid: int) -> None:
             pass
 
 
+@pytest.mark.slow
 def test_grow_killed_and_started_again_loses_and_reruns_no_finished_unit(tmp_path):
     """`records grow` packs (and commits) each unit as it finishes; killed mid-run and started again, it
     keeps every finished unit as it was and trains only the others."""

@@ -10,7 +10,7 @@ import pytest
 from conftest import copy_project, snakemake
 
 from rnnrepro import grid, records, tuning
-from rnnrepro.configuration import REPO_ROOT, load_run_config, load_study, load_yaml
+from rnnrepro.configuration import REPO_ROOT, load_run_config, load_yaml
 from rnnrepro.custom_cell_checks import check_custom_cells
 
 EXAMPLE = REPO_ROOT / "examples" / "mgu.yaml"
@@ -19,10 +19,10 @@ EXAMPLE = REPO_ROOT / "examples" / "mgu.yaml"
 def cpu_studies(custom: bool = True) -> tuple[dict, dict]:
     config = load_run_config({**load_yaml(REPO_ROOT / "config" / "config.yaml"), "budget": "cpu"})
     cells = load_yaml(EXAMPLE)["custom_cells"] if custom else {}
-    studies = {name: load_study(name, custom_cells={}) for name in config["studies"]}
+    studies = {name: grid.load_study(name, custom_cells={}) for name in config["studies"]}
     if cells:
         check_custom_cells(cells, studies, "examples/mgu.yaml")
-    studies = {name: load_study(name, custom_cells=cells, custom_source="examples/mgu.yaml") for name in studies}
+    studies = {name: grid.load_study(name, custom_cells=cells, custom_source="examples/mgu.yaml") for name in studies}
     return config, grid.studies_with_budget(studies, "cpu")
 
 
@@ -152,6 +152,7 @@ def project(tmp_path_factory):
 TABLE1_TARGET = "results/cpu/tables/pru_table1.csv"
 
 
+@pytest.mark.slow
 def test_only_the_cell_of_your_own_trains_beside_recorded_baselines(project):
     run = snakemake(project, "-n", "--cores", "2", TABLE1_TARGET, "--configfile", "examples/mgu.yaml",
                     "--config", "budget=cpu")

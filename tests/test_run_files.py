@@ -199,6 +199,7 @@ def test_status_shows_a_finished_cell_with_damaged_weights(tmp_path):
     assert row.note.startswith("model.pt is damaged") and "delete it and its metrics.json" in row.note
 
 
+@pytest.mark.slow
 def test_figure_4_names_a_damaged_model_file(tmp_path):
     """The Figure 4 notebook reads each cell's weights: a truncated model.pt stops it with exit status 1,
     naming the file and the fix, not torch's "PytorchStreamReader failed reading zip archive" alone."""
@@ -302,6 +303,7 @@ def test_the_same_cells_current_feed_the_table(tmp_path, monkeypatch):
 
 # ---- a failing notebook leaves the tables of an earlier run ----------------------------------------
 
+@pytest.mark.slow
 def test_a_failing_notebook_leaves_the_earlier_table_and_records_the_failure(tmp_path, monkeypatch):
     """The notebook writes beside the table and replaces it only once it succeeded: a failure, even after
     the table was written (here: columns other than the artifact declares), leaves the earlier table,

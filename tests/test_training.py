@@ -175,6 +175,7 @@ def test_sgd_step_schedule_lowers_the_rate_per_epoch(corpus_dir, tmp_path):
     assert not history["averaging"].any()
 
 
+@pytest.mark.slow
 def test_sgd_step_schedule_resumes_bit_for_bit(corpus_dir, tmp_path):
     """Killed inside epoch 3 (the second at a lowered rate), the run resumes on the same rates: the
     schedule is derived from the epoch in the checkpoint."""
@@ -209,6 +210,7 @@ def test_lru_models_use_the_authors_initialisation():
     assert "init" not in pru_cfg["architecture"] and not pru_cfg["recipe"]["test_every_epoch"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("signum, exit_code, said", [(signal.SIGTERM, 143, "SIGTERM"), (signal.SIGINT, 130, "Ctrl-C")])
 def test_sigterm_checkpoints_mid_epoch_and_resumes(reference_run, tmp_path, signum, exit_code, said):
     """A scheduler's SIGTERM, or Ctrl-C at a terminal: the resume checkpoint is written at the next batch,
@@ -313,6 +315,7 @@ def test_finetune_starts_from_parent(reference_run, corpus_dir, short_train_file
     assert metrics["best_val_loss_during_training"] <= parent["best_val_loss_during_training"] + 1e-6
 
 
+@pytest.mark.slow
 def test_a_finetuned_cell_whose_parent_changed_starts_afresh(reference_run, corpus_dir, short_train_file, tmp_path):
     """A finished finetuned cell run again after its parent was retrained (same config, other weights)
     trains again from the new weights: its resume checkpoint knows which weights it started from."""
@@ -443,6 +446,7 @@ def test_a_write_failing_for_any_reason_leaves_no_tmp(tmp_path):
     assert torch.load(target) == {"epoch": 1}
 
 
+@pytest.mark.slow
 def test_full_disk_keeps_the_last_good_checkpoint(reference_run, tmp_path):
     """The disk fills while the checkpoint after epoch 2 is written (torch raises its RuntimeError, the
     ENOSPC in its chain): the error names the file and the fix, the checkpoint after epoch 1 is intact,
@@ -466,6 +470,7 @@ def test_full_disk_keeps_the_last_good_checkpoint(reference_run, tmp_path):
     assert numbers(run_dir / "metrics.json") == numbers(reference_run[0] / "metrics.json")
 
 
+@pytest.mark.slow
 def test_damaged_checkpoint_is_set_aside(reference_run, tmp_path):
     """A truncated resume checkpoint: named, kept as last.pt.damaged, and the cell starts afresh to the
     same result as an uninterrupted run (before, every rerun failed on it)."""
@@ -656,6 +661,7 @@ def test_autocomplete_outputs(autocomplete_reference_run):
     assert saved["config"] == cfg
 
 
+@pytest.mark.slow
 def test_a_raised_autocomplete_cap_goes_on_from_the_checkpoint_bit_for_bit(autocomplete_reference_run, tmp_path):
     """A finished autocomplete cell asked again with one more pass trains only that pass and ends where
     a run started with three passes ends; its history holds one extra row, the check at the old cap
@@ -716,6 +722,7 @@ TASKS = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("task", TASKS)
 def test_killed_run_resumes_bit_for_bit(task, request, tmp_path):
     reference_dir, cfg = request.getfixturevalue(TASKS[task].reference_run)
@@ -826,6 +833,7 @@ def test_a_progress_file_naming_an_unrelated_live_process_is_no_trainer(tmp_path
         unrelated.wait()
 
 
+@pytest.mark.slow
 def test_a_raised_epoch_cap_goes_on_from_the_checkpoint_bit_for_bit(reference_run, corpus_dir, tmp_path):
     """A cell that stopped at its recipe's epoch cap, asked again with a higher cap and nothing else
     changed, trains only the new epochs and ends where a run started with the higher cap ends."""

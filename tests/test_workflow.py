@@ -62,6 +62,7 @@ def test_executor_is_read_from_the_command_line_as_snakemake_reads_it(monkeypatc
     assert command_line_executor(["python", "my_script.py"]) is None  # Snakemake driven from Python
 
 
+@pytest.mark.slow
 def test_slurm_profile_without_slurm_warns_on_a_dry_run_and_stops_a_run(project, tmp_path):
     """No sbatch, squeue or sacct on PATH (whatever this machine has): only what Snakemake itself runs."""
     tools = tmp_path / "bin"

@@ -24,7 +24,6 @@ import jsonschema
 import yaml
 
 from . import tuning
-from .custom_cells import add_custom_cells, from_environment
 from .errors import ConfigError
 
 # The checkout this package was imported from; its schemas describe this code's files.
@@ -290,27 +289,20 @@ def load_run_config(config: dict, source: str = "config/config.yaml", command_li
     _raise(source, errors, "config")
 
 
-def load_study(study: str, root: Path | None = None, custom_cells: dict | None = None,
-               custom_source: str = "") -> dict:
-    """A study file (under ``root``, by default :func:`project_root`), validated, with the run's cells of
-    your own added (rnnrepro.custom_cells).
-
-    ``custom_cells`` None: those the running workflow exported (a notebook or the scorecard run by a
-    rule sees the same study as the Snakefile), else none. Check them first with
-    ``custom_cell_checks.check_custom_cells``, which names the config file they came from.
-    """
+def study_file(study: str, root: Path | None = None) -> dict:
+    """A study file (under ``root``, by default :func:`project_root`), validated, as written: no tuning
+    variants, no cells of your own (a run's, which ``grid.load_study`` adds before the variants)."""
     path = (project_root() if root is None else root) / "config" / "studies" / f"{study}.yaml"
     if not path.exists():
         known = sorted(p.stem for p in path.parent.glob("*.yaml"))
         raise ConfigError(f"studies: unknown study {study!r} (no {path}); known studies: {', '.join(known)}")
-    text = path.read_text()
-    data = copy.deepcopy(_checked_study(str(path), study, text))
-    if custom_cells is None:
-        custom_cells, custom_source = from_environment()
-    if any(study in custom["studies"] for custom in custom_cells.values()):
-        data = add_custom_cells(data, custom_cells, custom_source)
-        _check_references(data, f"{path} with the cells of {custom_source}")
-    return tuning.add_variants(data)
+    return copy.deepcopy(_checked_study(str(path), study, path.read_text()))
+
+
+def load_study(study: str, root: Path | None = None) -> dict:
+    """A study file, validated, with its tuning variants (rnnrepro.tuning): the study as its file defines
+    it. ``grid.load_study`` is the study a run sees, with the run's cells of your own added."""
+    return tuning.add_variants(study_file(study, root))
 
 
 @functools.lru_cache(maxsize=32)
@@ -321,7 +313,7 @@ def _checked_study(path: str, study: str, text: str) -> dict:
     validate(data, "study", path)
     if data["study"] != study:
         raise ConfigError(f"{path}: `study: {data['study']}` does not match the file name ({study})")
-    _check_references(data, path)
+    check_references(data, path)
     return data
 
 
@@ -393,7 +385,9 @@ def _tuning_seed_problems(study: dict) -> list[str]:
     return problems
 
 
-def _check_references(study: dict, source: str) -> None:
+def check_references(study: dict, source: str) -> None:
+    """Raise ConfigError naming ``source`` and every reference of the study the schema cannot check: a
+    model's recipe, cell and options, an artifact's models and datasets, each budget's cuts."""
     models, recipes = study["models"], study["recipes"]
     problems = _check_datasets(study)
     for name, model in models.items():

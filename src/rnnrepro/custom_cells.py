@@ -47,7 +47,7 @@ import traceback
 from .tuning import ARTIFACT as TUNING
 
 #: environment variable carrying the custom cells from the Snakefile to the jobs it starts (notebooks
-#: and the scorecard call ``load_study``, which adds them): JSON {"source": ..., "cells": ...}
+#: and the scorecard call ``grid.load_study``, which adds them): JSON {"source": ..., "cells": ...}
 ENVIRONMENT_VARIABLE = "RNNREPRO_CUSTOM_CELLS"
 #: claim ``per`` keys that describe the data (kept); others (``g``, ``recipe``) describe baseline models
 DATA_KEYS = ("dataset", "fraction")
@@ -411,16 +411,6 @@ def _leave_out(study: dict, name: str, artifacts: list[str], budgets: list[str])
             if name in models:
                 cuts[artifact] = {**cut, "models": [model for model in models if model != name]}
         budget["artifacts"] = cuts
-
-
-def absent_custom_cells(study: dict, config: dict) -> set[str]:
-    """The cells of your own of ``study`` that no artifact of the budget's grid holds (left out of the
-    budget, :func:`_leave_out`): their claims have no place in the budget's scorecard."""
-    from . import grid
-
-    present = {model for artifact in grid.artifacts(study, config)
-               for model in grid.artifact_spec(study, config, artifact).get("models", [])}
-    return {name for name in study.get("custom_cells", {}) if name not in present}
 
 
 def _tune_like_its_baseline(study: dict, name: str, baseline: str) -> None:

@@ -26,7 +26,7 @@ from pathlib import Path
 
 from . import grid, tuning
 from .progress_reading import wall_time
-from .runtime import cpu_model
+from .machine import cpu_model
 
 
 @dataclass

@@ -36,7 +36,8 @@ from pathlib import Path
 from . import layout, precision, tuning
 from .cell_identity import config_differences
 from .cells import code_identity
-from .configuration import ConfigError, budgets, merged
+from .configuration import ConfigError, budgets, check_references, merged, project_root, study_file
+from .custom_cells import add_custom_cells, from_environment
 from .data.registry import DATASETS
 
 # The results and logs of each budget (results/ for the default budget, paper; results/<budget>/ for
@@ -46,6 +47,25 @@ from .layout import (  # noqa: F401
 from .sizing import hidden_size_for_budget, language_model_params
 
 PROCESSED = "data/processed"
+
+
+def load_study(study: str, root: Path | None = None, custom_cells: dict | None = None,
+               custom_source: str = "") -> dict:
+    """The study a run's grid is built from: its file (configuration.study_file), with the run's cells of
+    your own added (rnnrepro.custom_cells) and then the tuning variants (rnnrepro.tuning).
+
+    ``custom_cells`` None: those the running workflow exported (a notebook or the scorecard run by a
+    rule sees the same study as the Snakefile), else none. Check them first with
+    ``custom_cell_checks.check_custom_cells``, which names the config file they came from.
+    """
+    data = study_file(study, root)
+    if custom_cells is None:
+        custom_cells, custom_source = from_environment()
+    if any(study in custom["studies"] for custom in custom_cells.values()):
+        data = add_custom_cells(data, custom_cells, custom_source)
+        path = (project_root() if root is None else root) / "config" / "studies" / f"{study}.yaml"
+        check_references(data, f"{path} with the cells of {custom_source}")
+    return tuning.add_variants(data)
 
 
 def budgets_with_results(root: Path = Path(".")) -> list[str]:
@@ -381,3 +401,11 @@ def tuning_choice(study: dict, config: dict, cell: Cell, records: Path = Path("r
     return {"lr_factor": tuning.chosen_factor(tuning_curve(study, config, cell, records)),
             "lr_factors": list(spec["tuning"]["lr_factors"]), "seeds": list(spec["seeds"]),
             "epochs": spec["tuning"].get("epochs")}
+
+
+def absent_custom_cells(study: dict, config: dict) -> set[str]:
+    """The cells of your own of ``study`` that no artifact of the budget's grid holds (left out of the
+    budget, :func:`rnnrepro.custom_cells._leave_out`): their claims have no place in the budget's scorecard."""
+    present = {model for artifact in artifacts(study, config)
+               for model in artifact_spec(study, config, artifact).get("models", [])}
+    return {name for name in study.get("custom_cells", {}) if name not in present}

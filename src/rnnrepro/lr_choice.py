@@ -13,7 +13,6 @@ import sys
 from pathlib import Path
 
 from . import grid, tuning
-from .configuration import load_study
 from .console import run_command
 
 
@@ -45,7 +44,7 @@ def main(argv: list[str] | None = None) -> int:
     fields = json.loads(args.cell)
     cell = grid.Cell(**fields)
     config = {"budget": cell.budget, "precision": cell.precision, "device": "auto"}
-    result = write_choice(load_study(cell.study), config, cell, args.output)
+    result = write_choice(grid.load_study(cell.study), config, cell, args.output)
     print(f"[rnnrepro] {cell.study}/{cell.corpus}/{cell.model}/frac{cell.fraction}: learning rate {result['lr']:g} "
           f"(x{result['lr_factor']:g} the recipe's), chosen on validation from {len(result['curve'])} tuning "
           f"cells", flush=True)

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import platform
 import re
 import resource
 from pathlib import Path
@@ -60,14 +59,3 @@ def start_runtime(args: argparse.Namespace):
         raise ConfigError(f"--threads {args.threads}: give at least 1 (the run config's `threads`)")
     torch.set_num_threads(args.threads)
     return pick_device(args.device)
-
-
-def cpu_model() -> str:
-    """The CPU's model name as the kernel reports it (``platform.processor()`` is empty on Linux)."""
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()

@@ -47,8 +47,7 @@ from tabulate import tabulate
 
 from . import console, grid
 from .analysis.run_files import DamagedRunFile, check_weights, read_metrics, stale_problem
-from .configuration import (ConfigError, budgets, check_budget, check_checkout, load_config_file, load_run_config,
-                            load_study, load_yaml)
+from .configuration import ConfigError, budgets, check_budget, check_checkout, load_config_file, load_run_config, load_yaml
 from .custom_cell_checks import check_custom_cells
 from .record_checks import record_problem
 from .progress_reading import STALE_SECONDS, WATCH_SECONDS, process_gone, progress_problem, wall_time  # noqa: F401
@@ -196,11 +195,11 @@ def load_studies(root: Path, names: list[str], config: dict, custom_file: Path |
     """The studies, with the cells of your own that ``custom_file`` adds (checked as the workflow checks
     them); without it, those a running workflow exported."""
     if custom_file is None:
-        return {name: load_study(name, root=root) for name in names}
+        return {name: grid.load_study(name, root=root) for name in names}
     if config["custom_cells"]:  # checked against every study it names, whichever --study shows
-        check_custom_cells(config["custom_cells"], {name: load_study(name, root=root, custom_cells={})
+        check_custom_cells(config["custom_cells"], {name: grid.load_study(name, root=root, custom_cells={})
                                                     for name in config["studies"]}, str(custom_file))
-    return {name: load_study(name, root=root, custom_cells=config["custom_cells"], custom_source=str(custom_file))
+    return {name: grid.load_study(name, root=root, custom_cells=config["custom_cells"], custom_source=str(custom_file))
             for name in names}
 
 

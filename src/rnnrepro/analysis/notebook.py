@@ -13,7 +13,7 @@ rule passes (``study``, ``artifact``, ``metrics_files``, ``tables``, ``figures``
     save_figure(fig, figures[0])
 
 A notebook that reads no cells' metrics (evaluation outputs, weights, a benchmark, or nothing trained)
-loads its study with :func:`rnnrepro.configuration.load_study` and reads its own inputs.
+loads its study with :func:`rnnrepro.grid.load_study` and reads its own inputs.
 
 Tables are written for a person to read (:func:`rounded`): a number keeps four significant digits, or
 as many as it has up to six (the paper's numbers as printed, sizes in millions), whole numbers are
@@ -34,7 +34,7 @@ import matplotlib
 import matplotlib.pyplot as plt
 import pandas as pd
 
-from ..configuration import load_study
+from ..grid import load_study
 from ..train.files import write_atomic, write_text_atomic
 from .results import read_cells
 

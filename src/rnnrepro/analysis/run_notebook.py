@@ -42,7 +42,8 @@ import nbformat
 import papermill
 
 from .. import console, layout
-from ..configuration import ConfigError, check_checkout, load_study
+from ..configuration import ConfigError, check_checkout
+from ..grid import load_study
 from .footing import add_footing
 from . import failed_notebooks, table_formats
 from .run_files import check_metrics_files, stale_problem

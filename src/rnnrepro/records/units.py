@@ -8,7 +8,7 @@ from pathlib import Path
 
 from .. import grid
 from ..record_checks import record_problem
-from ..configuration import ConfigError, check_budget, load_config_file, load_run_config, load_study
+from ..configuration import ConfigError, check_budget, load_config_file, load_run_config
 from ..custom_cell_checks import check_custom_cells
 from ..custom_cells import export as export_custom_cells
 
@@ -145,13 +145,13 @@ def _load(budget: str, config_file: Path, study_names: list[str] | None = None,
     if unknown:
         raise ConfigError(f"--study {', '.join(unknown)}: not a study of {config_file} "
                           f"({', '.join(config['studies'])})")
-    studies = {name: load_study(name, custom_cells={}) for name in names}
+    studies = {name: grid.load_study(name, custom_cells={}) for name in names}
     custom = config["custom_cells"]
     if custom:
         check_custom_cells(custom, studies, str(custom_file or config_file))
         if rendered is not None:
             custom = config["custom_cells"] = recorded_budgets(custom, rendered, records)
-        studies = {name: load_study(name, custom_cells=custom, custom_source=str(custom_file or config_file))
+        studies = {name: grid.load_study(name, custom_cells=custom, custom_source=str(custom_file or config_file))
                    for name in names}
     export_custom_cells(custom, str(custom_file or config_file))
     return config, grid.studies_with_budget(studies, budget)

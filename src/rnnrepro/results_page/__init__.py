@@ -39,7 +39,6 @@ import jinja2
 
 from .. import grid, layout
 from ..analysis.claims import outputs as claims_outputs, read_scorecard
-from ..configuration import load_study
 from ..train.files import write_text_atomic
 from .facts import machines, study_scales
 from .scorecard import (artifact_of_table, paper_groups, not_tested_reasons, scorecard_seeds, tiles,
@@ -73,7 +72,7 @@ def build(run_config: dict, states: dict[str, str] | None = None, now: datetime.
 
     budget = run_config["budget"]
     root = Path(grid.results_dir(budget))
-    studies = {name: load_study(name) for name in run_config["studies"]}
+    studies = {name: grid.load_study(name) for name in run_config["studies"]}
     config = {"budget": budget, "seeds": run_config["seeds"]}
     scorecard = Path(claims_outputs(str(root), list(studies))["tables"][0])
     if not scorecard.is_file():

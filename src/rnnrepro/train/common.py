@@ -16,7 +16,7 @@ import torch
 
 from .. import precision
 from ..configuration import ConfigError, project_root
-from ..runtime import cpu_model
+from ..machine import cpu_model
 from ..environment_variables import GIT_SHA_ENV
 from .files import write_atomic, write_text_atomic
 

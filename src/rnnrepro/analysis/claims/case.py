@@ -12,7 +12,6 @@ import pandas as pd
 from ... import grid
 from .. import comparability, effects
 from ...configuration import ConfigError
-from ...custom_cells import absent_custom_cells
 
 from .spec import (
     COLUMNS, COUNTED, Case, DEFAULT_TESTABLE, EVERY_DATASET, FRAGILE, HELD, INCONCLUSIVE, NOT_HELD,
@@ -325,7 +324,7 @@ def evaluate_study(study: dict, config: dict, tables: dict[str, pd.DataFrame],
     rows = []
     budget = config["budget"]
     built = grid.artifacts(study, config)
-    absent = absent_custom_cells(study, config)
+    absent = grid.absent_custom_cells(study, config)
     for claim in study.get("claims", []):
         if any(row.get("model") in absent for row in claim["rows"]):
             continue  # a cell of your own this budget leaves out (its records are at other budgets)
