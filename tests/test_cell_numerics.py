@@ -16,7 +16,8 @@ import torch
 from rnnrepro import grid
 from rnnrepro.cell_identity import as_written_now, config_differences
 from rnnrepro.cells import CELLS, NUMERICS_VERSION, build_layer
-from rnnrepro.configuration import REPO_ROOT, load_run_config, load_study, load_yaml
+from rnnrepro.configuration import REPO_ROOT, load_run_config, load_yaml
+from rnnrepro.grid import load_study  # the study with the run's cells of your own
 from rnnrepro.custom_cell_checks import check_custom_cells
 from rnnrepro.record_checks import record_problem
 

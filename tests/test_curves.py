@@ -11,7 +11,8 @@ matplotlib.use("Agg")
 import pytest  # noqa: E402
 
 from rnnrepro.analysis.curves import curves_figure, read_curves  # noqa: E402
-from rnnrepro.configuration import REPO_ROOT, load_study  # noqa: E402
+from rnnrepro.configuration import REPO_ROOT  # noqa: E402
+from rnnrepro.grid import load_study  # the study with the run's cells of your own
 
 RUNS = REPO_ROOT / "records" / "cpu" / "runs"
 

@@ -9,7 +9,8 @@ import pytest
 
 from rnnrepro import grid
 from rnnrepro.analysis.claims import evaluate_study
-from rnnrepro.configuration import REPO_ROOT, load_study, load_yaml
+from rnnrepro.configuration import REPO_ROOT, load_yaml
+from rnnrepro.grid import load_study  # the study with the run's cells of your own
 from rnnrepro.records import _artifact_problem, _load
 from rnnrepro.records.units import recorded_budgets
 

@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from rnnrepro import grid
-from rnnrepro.configuration import REPO_ROOT, load_run_config, load_study, load_yaml
+from rnnrepro.configuration import REPO_ROOT, load_run_config, load_yaml
+from rnnrepro.grid import load_study  # the study with the run's cells of your own
 from rnnrepro.estimates import estimates
 
 EXAMPLE = REPO_ROOT / "examples" / "mgu.yaml"
