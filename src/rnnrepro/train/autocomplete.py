@@ -22,8 +22,9 @@ padded):
   prediction is the target word.
 
 Writes ``config.json``, ``history.csv`` (one row per validation check), ``metrics.json`` and
-``model.pt`` (the scored weights with the config); ``checkpoint/last.pt`` lets a killed run resume bit for
-bit on a CPU, ``checkpoint/best.pt`` holds the weights to score. The loop itself (resume, SIGTERM, divergence, the run files) is rnnrepro.train.loop.
+``model.pt`` (the scored weights with the config); ``checkpoint/last.pt`` lets a killed run resume bit
+for bit on a CPU, ``checkpoint/best.pt`` holds the weights to score. The loop itself (resume, SIGTERM,
+divergence, the run files) is rnnrepro.train.loop.
 """
 
 from __future__ import annotations
