@@ -39,7 +39,8 @@ from rnnrepro.analysis.plotting import counted, mean_curve, model_names, seed_cu
 
 study_config, cells = setup(study, metrics_files)
 curves = validation_curves(metrics_files)
-# early_val_area: the mean validation loss over the first quarter of training (the scorecard's "at first")
+# early_val_area: the mean validation loss over the first quarter of the shortest run's training, the same
+# batches for every model (the scorecard's "at first")
 table = test_table(cells, study_config, artifact).merge(early_validation_loss(curves), on=["model", "seed"])
 save(table, tables[0], complete=["test_cross_entropy", "test_accuracy_pct"])
 table
@@ -47,7 +48,8 @@ table
 # %% [markdown]
 # Validation loss (the same fixed validation observations at every check) against training
 # iterations. The published observation: the Nested LSTM converges fastest at first and ends worst.
-# Thin lines: each seed; thick: the mean over seeds. The dotted line ends the first quarter of training,
+# Thin lines: each seed; thick: the mean over seeds. The dotted line ends the first quarter of the
+# shortest run's training (runs that patience stopped differ in length; the same batches for every model),
 # over which the scorecard reads "at first": each model's short dashed level, ending in a diamond, is its
 # mean validation loss over that quarter (`early_val_area_mean`, the value the claim compares). Right: the
 # second half of training, closer, where the models end (the final ranking itself is read from the test
@@ -80,11 +82,11 @@ shown = curves[curves["iteration"] >= half]
 axes[1].set_xlim(half, curves["iteration"].max() * 1.01)
 spread = shown["val_loss"].max() - shown["val_loss"].min()
 axes[1].set_ylim(shown["val_loss"].min() - 0.1 * spread, shown["val_loss"].max() + 0.1 * spread)
-axes[0].set_title(f"the whole run; dotted: the first {EARLY_SHARE:.0%} of training, where the claim reads \"at first\"",
+axes[0].set_title(f"the whole run; dotted: the first {EARLY_SHARE:.0%} of the shortest run, where the claim reads \"at first\"",
                   fontsize=10)
 axes[1].set_title("the second half, closer")
 axes[0].legend(handles=axes[0].get_legend_handles_labels()[0] + [
-    plt.Line2D([], [], color="0.4", linestyle=":", label=f"end of the first {EARLY_SHARE:.0%}"),
+    plt.Line2D([], [], color="0.4", linestyle=":", label=f"end of the first {EARLY_SHARE:.0%} of the shortest run"),
     plt.Line2D([], [], marker="D", color="0.5", markeredgecolor="black", linestyle="--",
                label="mean loss over it, seeds' mean (the scorecard's value)")], fontsize=8)
 fig.suptitle(f"Autocomplete convergence: thin lines each seed, thick the mean ({label})")

@@ -23,7 +23,7 @@ from rnnrepro.data.download import file_digest, record_path
 from rnnrepro.data.preprocess import read_text, read_vocab
 from rnnrepro.data.registry import get_dataset
 from rnnrepro.models.language_model import Dropouts, LanguageModel
-from rnnrepro.train.language_model import has_stalled
+from rnnrepro.train.stopping import has_stalled
 
 PTB_MEMBERS = [f"simple-examples/data/ptb.{split}.txt" for split in ("train", "valid", "test")]
 

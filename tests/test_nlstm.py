@@ -1,6 +1,8 @@
 """Study `nlstm` (text8 autocomplete): the dataset construction on a fixture text, the published
-parameter counts, and the paper-budget dry run. The autocomplete trainer (outputs, resume after a kill,
-NaN) is tested in tests/test_training.py, the smoke run's artifacts in tests/test_smoke_run.py."""
+parameter counts, the cpu budget's protocol (tuning grid, stop rule, seeds, "at first" over the same
+batches for every unit), and the paper- and smoke-budget dry runs. The autocomplete trainer (outputs,
+patience on the best, resume after a kill, NaN) is tested in tests/test_training.py, the smoke run's
+artifacts in tests/test_smoke_run.py."""
 
 import json
 import math
@@ -8,16 +10,18 @@ import re
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
 import torch
 import yaml
 from conftest import copy_project, snakemake
 
-from rnnrepro import grid
+from rnnrepro import grid, tuning
 from rnnrepro.configuration import REPO_ROOT, load_study
 from rnnrepro.data import DataError
 from rnnrepro.data.autocomplete import (AUTOCOMPLETE_DATASETS, PAD_ID, UNK_ID, AutocompleteSpec, build,
                                         load_classes, load_split)
+from rnnrepro.analysis.autocomplete import early_marks, early_validation_loss
 from rnnrepro.train.autocomplete import build_model, evaluate
 
 MODELS = ["gru_2x600", "lstm_2x600", "nlstm_1x600_d2"]
@@ -169,3 +173,70 @@ def test_paper_dry_run_lists_the_three_cells(tmp_path):
     assert planned == {("text8_autocomplete", model) for model in MODELS}
     assert re.search(r"train_cell\s+3\b", out)
     assert "data/raw/text8/text8.zip" in out and "data/processed/text8_autocomplete/train.txt" in out
+
+
+# --------------------------------------------------------------------------------------------------
+# The cpu budget's protocol
+
+CPU = {"budget": "cpu", "precision": "fp32", "device": "auto", "seeds": [1111]}
+
+
+def test_cpu_tunes_the_three_models_on_four_step_sizes_and_a_seed_of_its_own():
+    study = load_study("nlstm")
+    cells = grid.artifact_cells(study, CPU, "tuning")
+    assert sorted(c.model for c in cells) == sorted(tuning.variant_id(m, f) for m in MODELS for f in (0.5, 1, 2, 4))
+    assert {c.seed for c in cells} == {1000} and {c.corpus for c in cells} == {"wt2_text8style_autocomplete_w1024"}
+    for cell in cells:
+        recipe = grid.resolve_cell(study, CPU, cell)["recipe"]
+        assert recipe["lr"] == pytest.approx(0.001 * tuning.parse_variant(cell.model)[1])
+        assert recipe["epochs"] == 6  # tuning on shorter runs, the same cap for every model
+        assert recipe["early_stopping"] == {"rule": "best", "patience": 24, "min_delta": 0.002}
+        assert recipe["score"] == "best"
+
+
+def test_cpu_compares_five_seeds_each_at_its_tuned_rate_stopped_by_patience_on_the_best(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    study = load_study("nlstm")
+    cells = grid.artifact_cells(study, CPU, "test")
+    assert sorted({c.seed for c in cells}) == [1111, 1112, 1113, 1114, 1115] and len(cells) == 15
+    cell = next(c for c in cells if c.model == "nlstm_1x600_d2")
+    with pytest.raises(tuning.TuningPending, match="nlstm_1x600_d2__lrx0p5"):
+        grid.resolve_cell(study, CPU, cell)
+    losses = {0.5: 2.1, 1: 2.0, 2: 1.9, 4: 1.95}
+    for variant in grid.tuning_cells_of(study, CPU, cell):
+        folder = tmp_path / variant.run_dir
+        folder.mkdir(parents=True)
+        (folder / "config.json").write_text(json.dumps(grid.resolve_cell(study, CPU, variant)))
+        (folder / "metrics.json").write_text(json.dumps(
+            {"val_cross_entropy": losses[tuning.parse_variant(variant.model)[1]], "epochs": 6, "best_epoch": 6}))
+    recipe = grid.resolve_cell(study, CPU, cell)["recipe"]
+    assert recipe["lr"] == pytest.approx(0.002)
+    assert recipe["epochs"] == 20 and recipe["score"] == "best"
+    assert recipe["early_stopping"] == {"rule": "best", "patience": 24, "min_delta": 0.002}
+    # the patience is one pass of checks: 24 checks x 37 batches = 888, a pass of 56,814 observations in 64s
+    assert recipe["early_stopping"]["patience"] * recipe["validation_every"] == math.ceil(56_814 / 64)
+
+
+def test_at_first_is_read_over_the_same_batches_for_every_unit():
+    """Runs stopped by patience at 800 and 1600 iterations: "the first quarter" is that of the shortest
+    (0..200) for both, so a model is not read over a longer, lower stretch because it trained longer."""
+    iterations = {"gru_2x600": np.arange(0, 801, 50), "nlstm_1x600_d2": np.arange(0, 1601, 50)}
+    curves = pd.concat([pd.DataFrame({"model": model, "seed": 1, "iteration": x, "val_loss": 8 - x / 100})
+                        for model, x in iterations.items()], ignore_index=True)
+    table = early_validation_loss(curves).set_index("model")
+    assert table["early_val_area"].tolist() == pytest.approx([7.0, 7.0])  # 8 -> 6 over 0..200, both
+    assert table["early_iteration"].tolist() == [100, 100]  # an eighth of the shortest run
+    marks = early_marks(table.reset_index(), curves, load_study("nlstm")).set_index("model")
+    assert marks["end"].tolist() == [200, 200]
+
+
+def test_smoke_dry_run_plans_the_tuning_cells(tmp_path):
+    project = copy_project(tmp_path)
+    result = snakemake(project, "-n", "--config", "budget=smoke", "--", "results/smoke/tables/nlstm_tuning.csv",
+                       "results/smoke/tables/nlstm_test.csv")
+    assert result.returncode == 0, result.stderr
+    out = result.stdout + result.stderr
+    planned = set(re.findall(r"results/smoke/runs/nlstm/synth_autocomplete/(\w+)/frac100/seed(\d+)/metrics\.json", out))
+    assert {("lstm_2x600__lrx0p5", "1000"), ("lstm_2x600__lrx1", "1000")} <= planned
+    assert not any(tuning.parse_variant(model) and model.split("__")[0] != "lstm_2x600" for model, _ in planned)
+    assert re.search(r"lr_choice\s+1\b", out) and re.search(r"notebook_nlstm_tuning\s+1\b", out)

@@ -1,6 +1,7 @@
 """The training CLI on synthetic corpora: outputs, learning, resume after a kill, SIGTERM, NaN, a loss too
 large for its perplexity, a full disk or unusable run folder, damaged checkpoints, the precision setting;
-the autocomplete task's outputs, and its resume after a kill and its NaN beside the language model's."""
+the autocomplete task's outputs, its patience on the best and the weights it scores, and its resume after
+a kill and its NaN beside the language model's."""
 
 import errno
 import io
@@ -697,6 +698,80 @@ def test_a_raised_cap_leaves_an_autocomplete_cell_its_iteration_limit(autocomple
     assert json.loads((tmp_path / "metrics.json").read_text())["iterations"] == 7
 
 
+PATIENCE = {"rule": "best", "patience": 2, "min_delta": 0.02}
+
+
+def autocomplete_patience_config(data_dir: Path, **recipe) -> dict:
+    """Four passes at most, stopped by patience on the best (2 checks without a 0.02-nat fall below the
+    best), every check over the whole validation split (so a check's loss is the final evaluation's)."""
+    cfg = autocomplete_config(data_dir, **{"early_stopping": PATIENCE, "score": "best", "validation_sequences": 10_000,
+                                           **recipe})
+    cfg["recipe"]["epochs"] = 4
+    return cfg
+
+
+@pytest.fixture(scope="module")
+def autocomplete_patience_run(tmp_path_factory, autocomplete_dir):
+    """An uninterrupted autocomplete run that patience on the best stops before its cap."""
+    run_dir = tmp_path_factory.mktemp("runs") / "autocomplete_patience"
+    cfg = autocomplete_patience_config(autocomplete_dir)
+    code, err = train_here(run_dir, cfg)
+    assert code == 0, err
+    return run_dir, cfg
+
+
+def test_patience_on_the_best_stops_an_autocomplete_run(autocomplete_patience_run):
+    from rnnrepro.train.stopping import epochs_since_best, has_stalled
+
+    run_dir, cfg = autocomplete_patience_run
+    metrics = json.loads((run_dir / "metrics.json").read_text())
+    history = pd.read_csv(run_dir / "history.csv").to_dict("records")
+    cap = 4 * math.ceil(865 / cfg["recipe"]["batch_size"])
+    assert 10 < metrics["iterations"] < cap and metrics["stopped_by_patience"]
+    assert metrics["iterations"] == history[-1]["iteration"] and metrics["epochs"] == history[-1]["epoch"]
+    # it stopped at the first check that made the patience (counted in checks, not passes) run out
+    assert epochs_since_best(history, PATIENCE["min_delta"]) == PATIENCE["patience"]
+    assert has_stalled(PATIENCE, history) and not has_stalled(PATIENCE, history[:-1])
+    best = min(history, key=lambda row: row["val_loss"])
+    assert (metrics["best_iteration"], metrics["best_epoch"]) == (best["iteration"], best["epoch"])
+
+
+def test_an_autocomplete_run_patience_stopped_is_not_flagged_still_improving(autocomplete_patience_run, tmp_path):
+    """Its last check may be a new lowest by less than min_delta: converged by the rule's measure, so
+    neither still improving nor capped. The same history under a fixed number of passes is flagged."""
+    from rnnrepro.analysis.run_endings import run_ending
+
+    run_dir, cfg = autocomplete_patience_run
+    ending = run_ending(run_dir)
+    assert not ending["capped"] and math.isnan(ending["improving_pct"])
+    history = pd.read_csv(run_dir / "history.csv")
+    assert history["val_loss"].iloc[-1] == history["val_loss"].min()  # the fixture is the case the rule exempts
+    fixed = tmp_path / "fixed"
+    shutil.copytree(run_dir, fixed)
+    passes = int(history["epoch"].iloc[-1])
+    (fixed / "config.json").write_text(json.dumps(
+        {**cfg, "recipe": {**cfg["recipe"], "early_stopping": None, "epochs": passes}}))
+    assert run_ending(fixed)["improving_pct"] > 0
+
+
+def test_an_autocomplete_run_is_scored_on_its_best_check_where_its_recipe_says_so(autocomplete_dir, tmp_path):
+    """`score: best`: the final evaluation and model.pt are the weights of the check with the lowest
+    validation loss, not the last; `score: final` the last."""
+    for score in ("best", "final"):
+        cfg = autocomplete_patience_config(autocomplete_dir, score=score)
+        cfg["recipe"]["early_stopping"] = {"rule": "best", "patience": 1, "min_delta": 0.0}  # stops after a worse check
+        code, err = train_here(tmp_path / score, cfg)
+        assert code == 0, err
+        metrics = json.loads((tmp_path / score / "metrics.json").read_text())
+        history = pd.read_csv(tmp_path / score / "history.csv")
+        best, last = history["val_loss"].min(), history["val_loss"].iloc[-1]
+        assert last > best
+        # every check reads the whole validation split: the scored weights' check has the final number
+        assert metrics["val_cross_entropy"] == pytest.approx(best if score == "best" else last, rel=1e-9)
+        assert metrics["scored_iteration"] == (metrics["best_iteration"] if score == "best"
+                                               else history["iteration"].iloc[-1])
+
+
 # --- both tasks: a kill, and a loss that is not finite ---------------------------------------------
 
 @dataclass(frozen=True)
@@ -719,6 +794,9 @@ TASKS = {
     "autocomplete": Task("autocomplete_reference_run", "iteration 10/", 0.0, "autocomplete_dir",
                          lambda data: autocomplete_config(data, lr=1e36),
                          r"the (training|validation) loss is (nan|inf)", "Lower `lr`"),
+    "autocomplete_patience": Task("autocomplete_patience_run", "iteration 10/", 0.0, "autocomplete_dir",
+                                  lambda data: autocomplete_patience_config(data, lr=1e36),
+                                  r"the (training|validation) loss is (nan|inf)", "Lower `lr`"),
 }
 
 

@@ -12,7 +12,7 @@ from rnnrepro import grid, tuning
 from rnnrepro.configuration import ConfigError, load_study
 from rnnrepro.lr_choice import write_choice
 from rnnrepro.records import Grower, Unit, seed_by_seed
-from rnnrepro.train.language_model import epochs_since_best, has_stalled
+from rnnrepro.train.stopping import epochs_since_best, has_stalled
 
 CPU = {"budget": "cpu", "precision": "fp32", "device": "auto", "seeds": [1111]}
 

@@ -76,13 +76,13 @@ def validation_curves(metrics_files: list[str]) -> pd.DataFrame:
     return pd.concat(frames, ignore_index=True)
 
 
-def early_area(curve: pd.DataFrame, share: float) -> float:
-    """The mean validation loss over the first ``share`` of a curve's training iterations: the area
-    under the curve (trapezoids between checks, the curve cut where ``share`` falls) divided by its
-    length. Unlike the loss at one check it does not hinge on where the checks fall."""
+def early_area(curve: pd.DataFrame, share: float, length: float | None = None) -> float:
+    """The mean validation loss over the first ``share`` of ``length`` training iterations (default: the
+    curve's own): the area under the curve (trapezoids between checks, the curve cut where ``share``
+    falls) divided by its length. Unlike the loss at one check it does not hinge on where the checks fall."""
     checks = curve.dropna(subset=["val_loss"]).sort_values("iteration")
     x, y = checks["iteration"].to_numpy(float), checks["val_loss"].to_numpy(float)
-    end = share * x.max()
+    end = share * (x.max() if length is None else length)
     inside = x < end
     xs, ys = list(x[inside]) + [end], list(y[inside]) + [float(np.interp(end, x, y))]
     if len(xs) < 2 or end <= xs[0]:
@@ -91,15 +91,24 @@ def early_area(curve: pd.DataFrame, share: float) -> float:
     return area / (xs[-1] - xs[0])
 
 
+def shortest_run(curves: pd.DataFrame) -> int:
+    """The training iterations of the shortest run among ``curves`` (every model and seed): "at first"
+    is read over a share of it, the same span of batches for every unit, where runs that patience
+    stopped differ in length."""
+    return int(curves.groupby(["model", "seed"])["iteration"].max().min())
+
+
 def early_validation_loss(curves: pd.DataFrame, share: float = 1 / 8, area_share: float = 1 / 4) -> pd.DataFrame:
-    """Each cell's validation loss at the first check at or past ``share`` of its training iterations,
-    and its mean validation loss over the first ``area_share`` of them (:func:`early_area`, the scorecard's
-    reading of "converges faster at first"), each with the mean over seeds per model."""
-    rows = []
+    """Each cell's validation loss at the first check at or past ``share`` of the shortest run's training
+    iterations (:func:`shortest_run`), and its mean validation loss over the first ``area_share`` of
+    them (:func:`early_area`, the scorecard's reading of "converges faster at first"), each with the
+    mean over seeds per model."""
+    rows, length = [], shortest_run(curves)
     for (model, seed), curve in curves.groupby(["model", "seed"], sort=False):
-        early = curve[curve["iteration"] >= share * curve["iteration"].max()].iloc[0]
+        early = curve[curve["iteration"] >= share * length].iloc[0]
         rows.append({"model": model, "seed": seed, "early_iteration": int(early["iteration"]),
-                     "early_val_loss": float(early["val_loss"]), "early_val_area": early_area(curve, area_share)})
+                     "early_val_loss": float(early["val_loss"]),
+                     "early_val_area": early_area(curve, area_share, length)})
     table = pd.DataFrame(rows).sort_values(["model", "seed"], kind="stable")
     for value in ("early_val_loss", "early_val_area"):
         by_model = table.groupby("model", sort=False)[value]
@@ -144,12 +153,12 @@ EARLY_CLAIM, EARLY_SHARE = "nlstm_converges_faster_at_first", 1 / 4
 def early_marks(table: pd.DataFrame, curves: pd.DataFrame, study: dict) -> pd.DataFrame:
     """What the convergence figure marks per model: the value the scorecard reads "at first" from (the
     column its claim names, a mean over seeds) drawn as a level from the first check to the end of the
-    share of training it averages over (``start``, ``end`` in iterations, the seeds' mean)."""
+    share of the shortest run it averages over (``start``, the seeds' mean, and ``end``, in iterations)."""
     claim = next(c for c in study["claims"] if c["id"] == EARLY_CLAIM)
-    rows = []
+    rows, end = [], EARLY_SHARE * shortest_run(curves.dropna(subset=["val_loss"]))
     for model, runs in curves.dropna(subset=["val_loss"]).groupby("model", sort=False):
         spans = runs.groupby("seed")["iteration"].agg(["min", "max"])
         rows.append({"model": model, "column": claim["value"], "start": float(spans["min"].mean()),
-                     "end": float(EARLY_SHARE * spans["max"].mean()),
+                     "end": float(end),
                      "value": float(table.loc[table["model"] == model, claim["value"]].iloc[0])})
     return pd.DataFrame(rows)

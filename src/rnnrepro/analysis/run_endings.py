@@ -35,8 +35,9 @@ def stopped_by_epoch_cap(recipe: dict, epochs: int | None) -> bool:
     """Whether a run's epoch cap stopped it rather than its own rule: its recipe stops by itself (early
     stopping, or the non-monotone test of AWD finetuning) yet it trained every epoch the cap allows
     (``recipe.epochs`` in its config.json), so its numbers are those of a run that had not finished. A
-    fixed schedule (no rule of its own, such as the autocomplete task's passes) is never stopped by its
-    cap: whether it was still improving is the other flag."""
+    fixed schedule (no rule of its own, such as the autocomplete task's passes at the paper budget) is
+    never stopped by its cap: whether it was still improving is the other flag. An autocomplete run's
+    epochs are its passes, so one that patience stopped within its last allowed pass counts as capped."""
     stops_itself = bool(recipe.get("early_stopping")) or bool(recipe.get("stop_on_nonmono"))
     cap = recipe.get("epochs")
     return stops_itself and cap is not None and epochs is not None and epochs >= cap

@@ -5,11 +5,16 @@ As the authors' TensorFlow runs (Distill, "Visualizing memorization in RNNs"): b
 batch; Adam; the loss is the cross entropy averaged over the characters whose target is a known word
 (padding and <unk> targets are masked out, as the authors' loss weights do). Every
 ``validation_every`` batches the loss on the first ``validation_sequences`` validation observations
-is recorded (the convergence figure) and a resume checkpoint is written.
+is recorded (the convergence figure) and a resume checkpoint is written. Training ends after
+``epochs`` passes (or ``max_iterations`` batches), or earlier by the recipe's ``early_stopping``:
+patience on the best, counted in checks (rnnrepro.train.stopping), so that every unit of a comparison
+trains to its own convergence under one rule.
 
-At the end the final weights (one pass, no best-checkpoint selection, as the authors) are evaluated
-on the validation and test splits the way the published numbers were measured (their test script runs
-batch 1, so nothing is padded):
+At the end the weights the recipe's ``score`` names are evaluated: ``final``, the last weights (one
+pass, no selection, as the authors), or ``best``, those of the check with the lowest validation loss
+(kept in ``checkpoint/best.pt`` as the language models' are). They are evaluated on the validation and
+test splits the way the published numbers were measured (their test script runs batch 1, so nothing is
+padded):
 
 - cross entropy: per observation, the mean over its known-word characters; then the mean over
   observations (an observation without a known word has no cross entropy and is skipped);
@@ -17,8 +22,9 @@ batch 1, so nothing is padded):
   prediction is the target word.
 
 Writes ``config.json``, ``history.csv`` (one row per validation check), ``metrics.json`` and
-``model.pt`` (final weights with the config); ``checkpoint/last.pt`` lets a killed run resume bit for
-bit on a CPU. The loop itself (resume, SIGTERM, divergence, the run files) is rnnrepro.train.loop.
+``model.pt`` (the scored weights with the config); ``checkpoint/last.pt`` lets a killed run resume bit
+for bit on a CPU, ``checkpoint/best.pt`` holds the weights to score. The loop itself (resume, SIGTERM,
+divergence, the run files) is rnnrepro.train.loop.
 """
 
 from __future__ import annotations
@@ -35,7 +41,9 @@ from .. import console, precision
 from ..configuration import ConfigError
 from ..data.autocomplete import INPUT_SYMBOLS, PAD_ID, UNK_ID, EncodedSplit, load_classes, load_split
 from ..models.autocomplete import AutocompleteModel
+from . import checkpoint
 from .loop import Progress, Step, TrainingDiverged, run_cell
+from .stopping import has_stalled
 
 
 def build_model(cfg: dict, classes: int) -> AutocompleteModel:
@@ -118,6 +126,7 @@ class AutocompleteTask:
         self.precision = cfg["precision"]
         classes, self.data = load_data(cfg)
         self.model = build_model(cfg, len(classes)).to(device)
+        self.best_path = checkpoint.checkpoint_dir(run_dir) / checkpoint.BEST
         r = self.recipe
         self.optimizer = torch.optim.Adam(self.model.parameters(), lr=r["lr"], betas=(r["adam_beta1"], r["adam_beta2"]),
                                           eps=r["adam_eps"])
@@ -134,12 +143,15 @@ class AutocompleteTask:
         """The epoch's observation order: a function of seed and epoch, so a resumed run draws the same."""
         return np.random.default_rng([self.cfg["seed"], epoch]).permutation(len(self.data["train"].lengths))
 
-    # ---- state (all of it is in the model and optimizer) ----------------------------------
+    # ---- state (the model, the optimizer, and the weights to score in best.pt) -------------
     def state_dict(self) -> dict:
         return {}
 
     def load_state_dict(self, state: dict, progress: Progress) -> None:
-        pass
+        if progress.best_val_loss < math.inf:  # the weights the final evaluation needs
+            if not self.best_path.exists():
+                raise checkpoint.DamagedCheckpoint(self.best_path, "it is missing")
+            checkpoint.load(self.best_path, self.device)
 
     # ---- training ------------------------------------------------------------------------
     def start(self, progress: Progress) -> None:
@@ -178,15 +190,25 @@ class AutocompleteTask:
         }
 
     def after_validation(self, row: dict, progress: Progress) -> None:
-        progress.finished = progress.iteration >= self.total_iterations()
+        p, r = progress, self.recipe
+        improved = row["val_loss"] < p.best_val_loss
+        if improved:
+            p.best_val_loss, p.best_epoch = row["val_loss"], p.epoch
+        if improved or r["score"] == "final":
+            self.save_best()  # the weights the final evaluation scores
+        p.finished = p.iteration >= self.total_iterations() or has_stalled(r["early_stopping"], p.history)
 
     def stopped_by_its_rules(self, progress: Progress) -> bool:
-        """Whether something other than the epoch cap ended training: here only ``max_iterations``. A
-        finished cell whose cap is raised goes on otherwise; the steps are those of a run started with the
-        higher cap (the observation order is a function of seed and epoch, Adam's state is in the
-        checkpoint), and its history keeps the check made at the old cap."""
+        """Whether something other than the epoch cap ended training: ``max_iterations``, or the recipe's
+        patience on the best. A finished cell whose cap is raised goes on otherwise; the steps are those of
+        a run started with the higher cap (the observation order is a function of seed and epoch, Adam's
+        state is in the checkpoint), and its history keeps the check made at the old cap."""
         limit = self.recipe["max_iterations"]
-        return limit is not None and progress.iteration >= limit
+        return ((limit is not None and progress.iteration >= limit)
+                or has_stalled(self.recipe["early_stopping"], progress.history))
+
+    def save_best(self) -> None:
+        checkpoint.save_atomic(self.model.state_dict(), self.best_path)
 
     def report(self, row: dict, progress: Progress) -> str:
         return (f"iteration {row['iteration']}/{self.total_iterations()}: val loss {row['val_loss']:.4f}, "
@@ -195,6 +217,9 @@ class AutocompleteTask:
     # ---- the end -------------------------------------------------------------------------
     def final_metrics(self, progress: Progress) -> dict:
         cfg, p, r, model = self.cfg, progress, self.recipe, self.model
+        model.load_state_dict(checkpoint.load(self.best_path, self.device))
+        best = next(row for row in p.history if row["val_loss"] == p.best_val_loss)
+        scored = p.history[-1] if r["score"] == "final" else best
         final = {split: evaluate(model, self.data[split], r["eval_batch_size"], self.device, None, self.precision,
                                  f"final {split}") for split in ("valid", "test")}
         counts = model.parameter_counts()
@@ -203,7 +228,10 @@ class AutocompleteTask:
             "fraction": cfg["fraction"], "seed": cfg["seed"], "budget": cfg["budget"],
             "params": sum(counts.values()), **{f"params_{part}": n for part, n in counts.items()},
             "classes": model.dense.out_features,
-            "iterations": p.iteration, "epochs": r["epochs"], "train_sequences": p.items,
+            "iterations": p.iteration, "epochs": p.epoch, "train_sequences": p.items,
+            "best_epoch": best["epoch"], "best_iteration": best["iteration"],
+            "best_val_loss_during_training": p.best_val_loss, "scored_iteration": scored["iteration"],
+            "stopped_by_patience": has_stalled(r["early_stopping"], p.history),
             "val_cross_entropy": final["valid"]["cross_entropy"], "val_accuracy": final["valid"]["accuracy"],
             "test_cross_entropy": final["test"]["cross_entropy"], "test_accuracy": final["test"]["accuracy"],
             "test_observations": final["test"]["observations"], "test_characters": final["test"]["characters"],

@@ -35,6 +35,7 @@ from ..models.language_model import DEFAULT_INIT_RANGE, Dropouts, LanguageModel
 from . import checkpoint
 from .averaging import WeightAverager
 from .loop import Progress, Step, TrainingDiverged, perplexity, run_cell
+from .stopping import has_stalled
 
 
 def build_model(cfg: dict, vocab_size: int) -> LanguageModel:
@@ -117,31 +118,6 @@ def is_non_monotone(val_loss: float, earlier: list[dict], nonmono: int) -> bool:
     """AWD-LSTM's test: worse than the best of all but the last `nonmono` earlier epochs."""
     seen = [row["val_loss"] for row in earlier]
     return len(seen) > nonmono and val_loss > min(seen[:-nonmono])
-
-
-def has_stalled(rule: dict | None, history: list[dict]) -> bool:
-    """The recipe's early stop (`early_stopping`). `rule: best`, patience on the best: `patience` epochs
-    have passed since the last epoch whose validation loss fell at least `min_delta` below the best
-    before it. `rule: previous` (the default), the LRU authors' early stop: validation has failed
-    `patience` epochs in a row to fall at least `min_delta` below the previous epoch's (their char.py,
-    `stop_thresh` and `eps`)."""
-    if rule is None:
-        return False
-    if rule.get("rule", "previous") == "best":
-        return epochs_since_best(history, rule["min_delta"]) >= rule["patience"]
-    recent = [row["val_loss"] for row in history][-(rule["patience"] + 1):]
-    return (len(recent) > rule["patience"]
-            and all(later > earlier - rule["min_delta"] for earlier, later in zip(recent, recent[1:])))
-
-
-def epochs_since_best(history: list[dict], min_delta: float = 0.0) -> int:
-    """Epochs since the last one whose validation loss fell at least ``min_delta`` below every earlier
-    epoch's (the first epoch counts as such)."""
-    best, best_index = float("inf"), 0
-    for index, row in enumerate(history):
-        if row["val_loss"] < best - min_delta or index == 0:
-            best, best_index = row["val_loss"], index
-    return len(history) - 1 - best_index if history else 0
 
 
 class LanguageModelTask:
