@@ -23,7 +23,7 @@ from pathlib import Path
 import pandas as pd
 
 from .. import grid
-from .run_files import read_history
+from .run_files import read_history, stale_problem
 
 COLUMNS = ["study", "artifact", "dataset", "behind", "model", "seed", "epochs", "epoch_cap", "capped",
            "improving_pct", "params"]
@@ -102,8 +102,10 @@ def run_endings(studies: dict, config: dict, root: Path | str | None = None) -> 
             for cell in grid.artifact_cells(study, config, artifact):
                 chain = cell
                 while chain is not None:
-                    ending = run_ending(root / "runs" / chain.key)
-                    if ending is not None:
+                    run_dir = root / "runs" / chain.key
+                    ending = run_ending(run_dir)
+                    # a run folder that the study file no longer makes (a stale copy) is behind no table
+                    if ending is not None and stale_problem(run_dir / "metrics.json", study) is None:
                         rows.append({"study": name, "artifact": artifact, "behind": cell.model, **ending})
                     chain = grid.parent_cell(study, chain)
     return pd.DataFrame(rows, columns=COLUMNS)

@@ -15,10 +15,11 @@ import sys
 import time
 from pathlib import Path
 
-from .. import grid, layout, locks
+from .. import grid, layout, locks, tuning
 from ..record_checks import RECORDED, damage as _damage, record_problem
 from ..artifact_inputs import write_inputs_list
 from ..analysis.claims import outputs as claims_outputs
+from ..analysis.claims import IN_PART
 from ..configuration import load_run_config, load_study, load_yaml
 from ..evaluation.plan import artifact_evaluation_files
 from ..train.files import write_text_atomic
@@ -125,6 +126,56 @@ def _artifact_problem(study: dict, config: dict, artifact: str, records: Path) -
     return f"{what}{f' ({stale} stale)' if stale else ''}, e.g. {unusable[0]}"
 
 
+def _cell_problems(study: dict, config: dict, artifact: str, records: Path) -> list[tuple[grid.Cell, str, list[str]]]:
+    """Each cell of an artifact, the model it counts for (a tuning run: the model it tunes) and why its
+    records cannot be rendered ([] where it and its evaluations are recorded and current)."""
+    root = results_dir(config["budget"])
+    names = study["artifacts"][artifact].get("evaluations", [])
+    found = []
+    for cell in grid.artifact_cells(study, config, artifact):
+        variant = tuning.parse_variant(cell.model)
+        problem = record_problem(study, config, cell, records)
+        problems = [problem] if problem else []
+        for name in names:
+            relative = Path(f"{cell.run_dir}/{name}.json").relative_to(root)
+            if not (record_dir(records, config["budget"]) / relative).exists():
+                problems.append(f"{relative}: not recorded")
+        found.append((cell, variant[0] if variant else cell.model, problems))
+    return found
+
+
+def _in_part(study: dict, config: dict, artifact: str, records: Path) -> tuple[list[str], str] | None:
+    """Where only some cells of an artifact have their records current: the metrics files of those and a
+    note of what the rows have so far (seeds per model) and which rows wait, with why; None where all
+    or none are current. A tuning curve counts only whole (every rate of a model). A records tree grows
+    unit by unit: the artifact is rendered over what it has, its claims flagged as decided on the seeds
+    so far (rnnrepro.analysis.claims), rather than waiting for its last cell."""
+    if study["artifacts"][artifact].get("speed"):
+        return None
+    cells = _cell_problems(study, config, artifact, records)
+    if not cells:
+        return None
+    models = list(dict.fromkeys(model for _, model, _ in cells))
+    whole = artifact == tuning.ARTIFACT
+    usable = {model: [c for c, m, p in cells if m == model and not p] for model in models}
+    total = {model: sum(m == model for _, m, _ in cells) for model in models}
+    if whole:
+        usable = {model: (found if len(found) == total[model] else []) for model, found in usable.items()}
+    if not any(usable.values()) or all(len(usable[m]) == total[m] for m in models):
+        return None
+    problems = [p for _, m, found in cells for p in found if not usable[m] or found]
+    stale = sum("stale record" in p for p in problems)
+    so_far = [f"{model} {len(usable[model])} of {total[model]}" for model in models
+              if usable[model] and len(usable[model]) < total[model]]
+    waiting = [model for model in models if not usable[model]]
+    note = "; ".join(filter(None, [
+        f"seeds recorded so far: {', '.join(so_far)}" if so_far else "",
+        f"rows of {', '.join(waiting)} wait for their records" if waiting else "",
+        f"{len(problems)} records missing or unusable{f' ({stale} stale)' if stale else ''}, e.g. {problems[0]}"]))
+    metrics = [f"{cell.run_dir}/metrics.json" for cell, model, _ in cells if cell in usable[model]]
+    return metrics, note
+
+
 @dataclasses.dataclass
 class Rendering:
     """One artifact of a render: the notebook to run and its parameters, or why it is not run."""
@@ -134,6 +185,7 @@ class Rendering:
     parameters: dict | None = None
     tables: list[str] = dataclasses.field(default_factory=list)
     state: str = ""                 # "rendered", "not rendered: <why>", "not in ...", "failed: <error>"
+    in_part: str = ""               # a rendered artifact's rows that wait for their records, and why
     seconds: float = 0.0
 
 
@@ -151,10 +203,13 @@ def render_plan(budget: str, config: dict, studies: dict, records: Path) -> list
             out_tables, out_figures, notebook = _outputs(study, name, artifact, budget)
             item.tables = out_tables
             problem = _artifact_problem(study, config, artifact, records)
-            if problem is not None:
-                item.state = f"not rendered: {problem}"
-                continue
             metrics = [f"{cell.run_dir}/metrics.json" for cell in grid.artifact_cells(study, config, artifact)]
+            if problem is not None:
+                part = _in_part(study, config, artifact, records)
+                if part is None:
+                    item.state = f"not rendered: {problem}"
+                    continue
+                metrics, item.in_part = part
             # what the tables are made from, as the workflow lists it: a rendered table stays up to date
             # for Snakemake until the grid changes (rnnrepro.artifact_inputs)
             write_inputs_list(study, config, artifact)
@@ -218,7 +273,8 @@ def stop_quietly(signum, frame) -> None:
 def say_rendered(budget: str, item: Rendering) -> None:
     """One line per artifact as its render ends: ``[rnnrepro] <budget> <study>/<artifact>: <state>``."""
     timing = f" in {item.seconds:.1f} s" if item.state == "rendered" else ""
-    print(f"[rnnrepro] {budget} {item.key}: {item.state}{timing}", flush=True)
+    state = f"{IN_PART} ({item.in_part})" if item.state == "rendered" and item.in_part else item.state
+    print(f"[rnnrepro] {budget} {item.key}: {state}{timing}", flush=True)
 
 
 def hold_render_lock(budget: str) -> int:
@@ -277,6 +333,9 @@ def render(budget: str, records: Path = RECORDS, config_file: Path = Path("confi
         if item.state.startswith("not rendered: "):
             unrendered.update({Path(t).stem: f"not rendered from records: {item.state.removeprefix('not rendered: ')}"
                                for t in item.tables})
+        elif item.state == "rendered" and item.in_part:
+            # the table is there, with the rows it has: a claim that reads a waiting row says why
+            unrendered.update({Path(t).stem: f"{IN_PART} from records: {item.in_part}" for t in item.tables})
         elif item.state.startswith("failed: "):
             unrendered.update({Path(t).stem: f"its notebook failed on the records: {item.state.removeprefix('failed: ')}"
                                for t in item.tables})
@@ -295,8 +354,10 @@ def render(budget: str, records: Path = RECORDS, config_file: Path = Path("confi
     say_rendered(budget, claims)
     from .. import results_page  # matplotlib, through the tables' rounding: not for the Snakefile's import
 
-    page = results_page.build(scorecard["run_config"], {item.key: item.state.removeprefix("not rendered: ")
-                                                        for item in plan if item.state != "rendered"})
+    page = results_page.build(scorecard["run_config"],
+                              {item.key: (item.state.removeprefix("not rendered: ") if item.state != "rendered"
+                                          else f"{IN_PART}: {item.in_part}")
+                               for item in plan if item.state != "rendered" or item.in_part})
     print(f"[rnnrepro] {budget}: {render_summary(plan)}, in {time.monotonic() - started:.0f} s; tables, figures "
           f"and the scorecard ({root}/tables/claims.csv) are in {root}/; read them on the results page: {page}",
           flush=True)
@@ -329,7 +390,9 @@ def render_summary(plan: list[Rendering]) -> str:
     missing = [i.key for i in plan if i.state.startswith("not rendered: ") and i.key not in weights]
     omitted = [i.key for i in plan if i.state.startswith("not in the ")]
     failed = [i.key for i in plan if i.state.startswith("failed: ")]
-    parts = [f"{len(rendered)} of {len(plan)} artifacts rendered"]
+    in_part = [i.key for i in rendered if i.in_part]
+    parts = [f"{len(rendered)} of {len(plan)} artifacts rendered"
+             + (f" ({len(in_part)} in part, rows waiting for records: {', '.join(in_part)})" if in_part else "")]
     if weights:
         parts.append(f"{len(weights)} need weights or data that records do not keep ({', '.join(weights)})")
     if missing:

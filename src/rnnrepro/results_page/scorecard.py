@@ -12,8 +12,9 @@ from pathlib import Path
 import pandas as pd
 
 from ..analysis.claims import (CAPPED, COUNTED, FRAGILE, HELD, INCONCLUSIVE, NOT_HELD, NOT_TESTABLE, NOT_TESTED,
-                               NOT_YET_RUN, STILL_IMPROVING)
+                               NOT_YET_RUN, SEEDS_SO_FAR, STILL_IMPROVING)
 from .words import Namer, case_of, case_words, effect_words, items_words
+from ..analysis.claims import IN_PART
 
 VERDICTS = (HELD, NOT_HELD, INCONCLUSIVE, NOT_TESTABLE, NOT_TESTED)
 TRAINED = (HELD, NOT_HELD, INCONCLUSIVE, NOT_TESTABLE)
@@ -54,6 +55,7 @@ def not_tested_kind(reason: str) -> str:
     return ("synthetic data (the smoke budget)" if reason.startswith("synthetic") else
             "needs a larger budget" if reason.startswith("not testable at this budget") else
             "no table at this budget (records missing or stale)" if reason.startswith("not rendered") else
+            "its rows wait for their records (missing or stale)" if reason.startswith(IN_PART) else
             "a compared row has no result at this budget")
 
 
@@ -179,7 +181,7 @@ def tiles(papers: list[dict]) -> dict:
                      "rows": sum(v["verdict"] == verdict for v in counted)} for verdict in (HELD, NOT_HELD)
                     if any(v["verdict"] == verdict for v in counted) or verdict == HELD],
         "not_tested": sum(v["verdict"] == NOT_TESTED for v in rows),
-        "flags": [(flag, sum(flag in v["flags"] for v in trained)) for flag in (FRAGILE, STILL_IMPROVING, CAPPED)],
+        "flags": [(flag, sum(flag in v["flags"] for v in trained)) for flag in (FRAGILE, STILL_IMPROVING, CAPPED, SEEDS_SO_FAR)],
         "trained_total": len(trained),
     }
 

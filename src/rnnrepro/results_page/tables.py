@@ -16,6 +16,7 @@ from ..analysis.notebook import readable
 from ..analysis.table_formats import FORMATS
 from ..configuration import project_root
 from ..report import CAPTION_MARKDOWN, artifact_caption_markdown
+from ..analysis.claims import IN_PART
 
 #: a table longer than this shows its first rows; the CSV beside the page holds them all
 MAX_ROWS = 40
@@ -127,8 +128,10 @@ def artifact_views(studies: dict[str, dict], config: dict, root: Path, states: d
             view.tables = [table_view(t, root, budget=config["budget"]) for t in tables if t.is_file()]
             view.figures = [(f.stem, data_uri(f, config["budget"])) for f in figures if f.is_file()]
             absent = [p.name for p in tables + figures if not p.is_file()]
+            state = states.get(f"{name}/{artifact}", "")
+            if not absent and state.startswith(IN_PART):
+                view.missing = state  # made from the records of some of its rows: which wait, and why
             if absent:
-                state = states.get(f"{name}/{artifact}", "")
                 view.missing = (f"{', '.join(absent)} not made" + (f": {state}" if state else
                                 f" (build them with `snakemake {(tables + figures)[0]}`)"))
             views.append(view)

@@ -15,7 +15,7 @@ from ...configuration import ConfigError
 
 from .spec import (
     COLUMNS, COUNTED, Case, DEFAULT_TESTABLE, EVERY_DATASET, FRAGILE, HELD, INCONCLUSIVE, NOT_HELD,
-    NOT_TESTABLE, NOT_TESTED, SYMBOLS, cases, check_claims,
+    IN_PART, NOT_TESTABLE, NOT_TESTED, SEEDS_SO_FAR, SYMBOLS, cases, check_claims,
 )
 from .rules import (
     NATS, _describe, _label, _matches, _number, _paper_check, _tolerance_text, _within, is_median,
@@ -314,6 +314,30 @@ def _untested_row(study: dict, claim: dict, case: Case, config: dict, reason: st
             "data": data, "seeds": seeds, "pairs": []}
 
 
+def _so_far(row: dict, why: str) -> dict:
+    """A case decided on a table rendered from the records of some of its cells: flagged, with what the
+    table has so far (a verdict that may change as the rest are recorded)."""
+    if row["verdict"] in (HELD, NOT_HELD, INCONCLUSIVE):
+        note = why.removeprefix(f"{IN_PART} from records: ")
+        row["flags"] = ", ".join(filter(None, [row["flags"], SEEDS_SO_FAR]))
+        row["flag_notes"] = " | ".join(filter(None, [row["flag_notes"], f"{SEEDS_SO_FAR}: {note}"]))
+        for pair in row.get("pairs", []):
+            pair["flags"] = row["flags"]
+    return row
+
+
+def _rows_present(table: pd.DataFrame, case: Case) -> bool:
+    """Whether every row a claim case compares matches a row of the table."""
+    for row in case.rows:
+        found = table
+        for key, value in row.items():
+            if key in table.columns:
+                found = found[found[key].astype(str) == str(value)]
+        if found.empty:
+            return False
+    return True
+
+
 def evaluate_study(study: dict, config: dict, tables: dict[str, pd.DataFrame],
                    unrendered: dict[str, str] | None = None, runs: pd.DataFrame | None = None) -> list[dict]:
     """Every claim of a study, against its tables (table name -> DataFrame). ``unrendered``: why a
@@ -337,7 +361,16 @@ def evaluate_study(study: dict, config: dict, tables: dict[str, pd.DataFrame],
             rows += [_untested_row(study, claim, case, config, reason) for case in cases(claim)]
             continue
         if claim["table"] in tables:
-            rows += [evaluate_case(study, config, tables[claim["table"]], case, runs) for case in cases(claim)]
+            table, waiting = tables[claim["table"]], (unrendered or {}).get(claim["table"])
+            for case in cases(claim):
+                if waiting and not _rows_present(table, case):
+                    # a table rendered from the records of some of its rows: this case reads one that waits
+                    data, seeds = _provenance(study, config, case)
+                    rows.append(_untested_row(study, claim, case, config, waiting, data, seeds))
+                elif waiting:
+                    rows.append(_so_far(evaluate_case(study, config, table, case, runs), waiting))
+                else:
+                    rows.append(evaluate_case(study, config, table, case, runs))
             continue
         # only when rendering from recorded runs: an artifact with no records has no table
         for case in cases(claim):

@@ -26,6 +26,10 @@ DECIDED = (HELD, NOT_HELD, INCONCLUSIVE)
 
 
 FRAGILE, STILL_IMPROVING, CAPPED = "fragile", "still improving", "capped"
+# a verdict read from a table rendered from the records of some of its cells (the seeds so far)
+SEEDS_SO_FAR = "seeds so far"
+# the state of an artifact rendered from the records of some of its cells (rnnrepro.records.rendering)
+IN_PART = "rendered in part"
 
 
 #: what the scorecard shows of a second scale whose scorecard does not exist yet

@@ -14,7 +14,7 @@ import pandas as pd
 from ... import grid
 
 from .spec import (
-    COLUMNS, EFFECT_COLUMNS, HELD, INCONCLUSIVE, NOT_HELD, NOT_TESTABLE, NOT_TESTED, NOT_YET_RUN,
+    COLUMNS, EFFECT_COLUMNS, HELD, IN_PART, INCONCLUSIVE, NOT_HELD, NOT_TESTABLE, NOT_TESTED, NOT_YET_RUN,
     OTHER_SCALE_COLUMNS, declared_columns,
 )
 from .context import other_scales
@@ -41,10 +41,11 @@ def _samples_problems(column: pd.Series) -> list[str]:
     return []
 
 
-def table_problems(table: pd.DataFrame, study: dict, config: dict, name: str) -> list[str]:
+def table_problems(table: pd.DataFrame, study: dict, config: dict, name: str, in_part: bool = False) -> list[str]:
     """How an artifact table read back differs from what its notebook writes: its declared columns,
     numbers (finite) in every value a claim reads, and a row for every model and dataset of the
-    artifact's grid at this budget."""
+    artifact's grid at this budget (``in_part``: a table rendered from the records of some of its rows,
+    which has no rows of the others)."""
     artifact, declared = declared_columns(study)[name]
     problems = []
     extra = [c for c in table.columns if c not in declared]
@@ -69,7 +70,7 @@ def table_problems(table: pd.DataFrame, study: dict, config: dict, name: str) ->
     keys = [column for column in ("dataset", "model") if column in table.columns]
     if table.empty:
         problems.append("no rows")
-    elif keys and spec.get("needs_training", True):
+    elif keys and spec.get("needs_training", True) and not in_part:
         found = set(table[keys].astype(str).itertuples(index=False, name=None))
         expected = list(itertools.product(*(spec[f"{column}s"] for column in keys)))
         missing = [combination for combination in expected if combination not in found]
@@ -80,7 +81,7 @@ def table_problems(table: pd.DataFrame, study: dict, config: dict, name: str) ->
     return problems
 
 
-def read_table(path: str, studies: dict[str, dict], config: dict) -> pd.DataFrame:
+def read_table(path: str, studies: dict[str, dict], config: dict, in_part: bool = False) -> pd.DataFrame:
     """An artifact table, checked (:func:`table_problems`) as it is read: a damaged or cut one stops the
     scorecard naming the file, instead of turning its claims into "not tested"."""
     name = Path(path).stem
@@ -94,7 +95,7 @@ def read_table(path: str, studies: dict[str, dict], config: dict) -> pd.DataFram
     except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as e:
         said = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
         raise DamagedTable(f"{os.path.relpath(path)} is damaged: not a CSV table ({said}). {rebuild}") from None
-    problems = table_problems(table, owner, config, name) if owner is not None else []
+    problems = table_problems(table, owner, config, name, in_part) if owner is not None else []
     if problems:
         raise DamagedTable(f"{os.path.relpath(path)} is damaged: {'; '.join(problems[:5])}. {rebuild}")
     return table
@@ -106,7 +107,8 @@ def evaluate(studies: dict[str, dict], config: dict, table_files: list[str],
     """The scorecard of every study (one row per claim case, columns COLUMNS; the other-scale columns
     empty until :func:`beside_other_scales`) and its compared pairs (EFFECT_COLUMNS). Each table is
     checked as it is read (:func:`read_table`)."""
-    tables = {Path(path).stem: read_table(path, studies, config) for path in table_files}
+    in_part = {name for name, why in (unrendered or {}).items() if why.startswith(IN_PART)}
+    tables = {Path(path).stem: read_table(path, studies, config, Path(path).stem in in_part) for path in table_files}
     rows = [row for study in studies.values() for row in evaluate_study(study, config, tables, unrendered, runs)]
     pairs = [{"study": row["study"], "claim": row["claim"], "value": row["value"], "budget": row["budget"],
               "verdict": row["verdict"], **pair} for row in rows for pair in row["pairs"]]
