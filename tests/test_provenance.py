@@ -293,11 +293,13 @@ def test_grow_counts_a_unit_pack_refuses_as_failed_and_goes_on(tmp_path, monkeyp
     for name in records.RECORDED:
         (run / name).write_text("{}\n")
     (run / "metrics.json").write_text(json.dumps({"git_sha": "0123abc-dirty"}))
-    grower = records.Grower("cpu", [], {}, {}, argparse.Namespace(minutes=60, threads=1, config=[], commit=False,
-                                                                   records=tmp_path / "records", jobs=1))
+    grower = records.Grower("cpu", [], {"lrn": grid.load_study("lrn")}, {},
+                            argparse.Namespace(minutes=60, threads=1, config=[], commit=False,
+                                               records=tmp_path / "records", jobs=1))
     grower.todo = [records.Unit(cell.key, "lrn", [cell], [], [])]
     grower.total = 1
     monkeypatch.setattr(records.progress_file, "another_trainer", lambda run_dir: None)
+    monkeypatch.setattr(records.growing, "stale_copy", lambda study, config, cell: None)  # no study file here
     grower.log_dir.mkdir(parents=True)
     monkeypatch.setattr(records.subprocess, "Popen", lambda *a, **k: type("Done", (), {"wait": lambda self: 0})())
     grower.work()
