@@ -104,8 +104,8 @@ def run_endings(studies: dict, config: dict, root: Path | str | None = None) -> 
                 while chain is not None:
                     run_dir = root / "runs" / chain.key
                     ending = run_ending(run_dir)
-                    # a run folder that the study file no longer makes (a stale copy) is behind no table
-                    if ending is not None and stale_problem(run_dir / "metrics.json", study) is None:
+                    # a run folder the study file now makes otherwise (a stale copy) is behind no table
+                    if ending is not None and ": stale (" not in (stale_problem(run_dir / "metrics.json", study) or ""):
                         rows.append({"study": name, "artifact": artifact, "behind": cell.model, **ending})
                     chain = grid.parent_cell(study, chain)
     return pd.DataFrame(rows, columns=COLUMNS)

@@ -186,6 +186,7 @@ class Rendering:
     tables: list[str] = dataclasses.field(default_factory=list)
     state: str = ""                 # "rendered", "not rendered: <why>", "not in ...", "failed: <error>"
     in_part: str = ""               # a rendered artifact's rows that wait for their records, and why
+    problem: str = ""               # why not all of its records can be rendered
     seconds: float = 0.0
 
 
@@ -209,7 +210,7 @@ def render_plan(budget: str, config: dict, studies: dict, records: Path) -> list
                 if part is None:
                     item.state = f"not rendered: {problem}"
                     continue
-                metrics, item.in_part = part
+                (metrics, item.in_part), item.problem = part, problem
             # what the tables are made from, as the workflow lists it: a rendered table stays up to date
             # for Snakemake until the grid changes (rnnrepro.artifact_inputs)
             write_inputs_list(study, config, artifact)
@@ -322,6 +323,12 @@ def render(budget: str, records: Path = RECORDS, config_file: Path = Path("confi
             for future in as_completed(running):
                 item = running[future]
                 item.state, item.seconds = future.result()
+                if item.in_part and item.state.startswith("failed: "):
+                    # rendering the cells recorded so far is a best effort: the artifact waits for the rest
+                    error = item.state.removeprefix("failed: ").splitlines()[0]
+                    item.state = (f"not rendered: {item.problem}; from the cells recorded so far its notebook "
+                                  f"failed ({error})")
+                    item.in_part = ""
                 say_rendered(budget, item)
         except KeyboardInterrupt:
             pool.shutdown(wait=False, cancel_futures=True)  # the notebooks not started never start
