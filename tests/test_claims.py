@@ -538,6 +538,8 @@ def test_render_from_records_without_training(recorded):
     assert (table1["verdict"] == "not tested").all()
     assert table1["reason"].str.startswith("rendered in part from records: ").all()
     assert table1["reason"].str.contains("wait for their records").all() and table1["reason"].str.contains("not recorded").all()
+    # and its section on the results page says so
+    assert "rendered in part: rows of " in (tree / "index.html").read_text()
     assert (tree / "figures/claims.png").exists()
     assert (recorded / "results/claims_by_budget.png").exists()
 

@@ -289,10 +289,11 @@ def hold_render_lock(budget: str) -> int:
 
 def render(budget: str, records: Path = RECORDS, config_file: Path = Path("config/config.yaml"),
            jobs: int = 2, kernel=None, custom_file: Path | None = None, rendered: list[str] | None = None) -> dict:
-    """Render every artifact whose records are all there and current (``jobs`` worker processes side by
-    side, each running its notebooks in turn in one kernel), then the scorecard, saying each as it ends,
-    with the cells of your own of ``custom_file`` where given. Returns artifact -> state ("rendered", "not
-    rendered: <why>", "not in the <budget> budget ...", "failed: <error>"). ``kernel``: where the
+    """Render every artifact whose records are there and current, all of them or some (``jobs`` worker
+    processes side by side, each running its notebooks in turn in one kernel), then the scorecard, saying
+    each as it ends, with the cells of your own of ``custom_file`` where given. Returns artifact -> state
+    ("rendered", "rendered in part: <what waits>", "not rendered: <why>", "not in the <budget> budget
+    ...", "failed: <error>"). ``kernel``: where the
     scorecard's notebook runs (run_notebook.shared_kernel; a fresh one without)."""
     from concurrent.futures import ProcessPoolExecutor, as_completed
 
@@ -368,7 +369,8 @@ def render(budget: str, records: Path = RECORDS, config_file: Path = Path("confi
     print(f"[rnnrepro] {budget}: {render_summary(plan)}, in {time.monotonic() - started:.0f} s; tables, figures "
           f"and the scorecard ({root}/tables/claims.csv) are in {root}/; read them on the results page: {page}",
           flush=True)
-    return {**{item.key: item.state for item in plan}, "claims": claims.state}
+    return {**{item.key: f"{IN_PART}: {item.in_part}" if item.state == "rendered" and item.in_part else item.state
+               for item in plan}, "claims": claims.state}
 
 
 def remove_earlier_outputs(budget: str, studies: dict, plan: list[Rendering]) -> None:
