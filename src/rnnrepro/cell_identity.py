@@ -80,3 +80,13 @@ def code_change(recorded: dict, expected: dict, git_sha: str = "") -> str | None
         return (f"the numerics version of cell {arch.get('cell')} changed ({was} -> {arch.get('cell_numerics')}, "
                 f"rnnrepro.cells.NUMERICS_VERSION)")
     return None
+
+
+def stale_reason(recorded: dict, expected: dict, git_sha: str = "", since: str = "") -> str | None:
+    """Why a recorded config is not the cell the study file and its code make now, or None when it is:
+    "<what changed><since>: <the first differences>", what changed being the cell's code
+    (:func:`code_change`) or else the study file."""
+    changed = config_differences(recorded, expected, git_sha)
+    if not changed:
+        return None
+    return f"{code_change(recorded, expected, git_sha) or 'the study file changed'}{since}: {'; '.join(changed[:3])}"

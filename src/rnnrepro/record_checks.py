@@ -18,8 +18,8 @@ import os
 from pathlib import Path
 
 from . import grid, record_commits
-from .analysis.run_files import DamagedRunFile, config_differences, finite_problems, read_history
-from .cell_identity import code_change
+from .analysis.run_files import DamagedRunFile, finite_problems, read_history
+from .cell_identity import stale_reason
 from .configuration import schema_problems
 from .train import progress_file
 from .tuning import TuningPending
@@ -126,12 +126,8 @@ def record_problem(study: dict, config: dict, cell: grid.Cell, records: Path) ->
         expected = grid.resolve_cell(study, config, cell)
     except TuningPending as e:
         return f"{cell.key}: stale record ({e})"
-    changed = config_differences(recorded, expected, sha)
-    if code := code_change(recorded, expected, sha):
-        return f"{cell.key}: stale record ({code}: {'; '.join(changed[:3])})"
-    if changed:
-        return f"{cell.key}: stale record (the study file changed: {'; '.join(changed[:3])})"
-    return None
+    why = stale_reason(recorded, expected, sha)
+    return f"{cell.key}: stale record ({why})" if why else None
 
 
 def other_cell(made: dict, cell: grid.Cell) -> str | None:
@@ -159,7 +155,4 @@ def stale_copy(study: dict, config: dict, cell: grid.Cell) -> str | None:
         expected = grid.resolve_cell(study, config, cell)
     except (OSError, ValueError, AttributeError, TuningPending):
         return None  # not there (it trains), damaged (the notebooks name it), or its rate is not chosen yet
-    changed = config_differences(copied, expected, sha)
-    if not changed:
-        return None
-    return f"{code_change(copied, expected, sha) or 'the study file changed'}: {'; '.join(changed[:3])}"
+    return stale_reason(copied, expected, sha)

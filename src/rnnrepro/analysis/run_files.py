@@ -15,7 +15,7 @@ import math
 import zipfile
 from pathlib import Path
 
-from ..cell_identity import code_change, config_differences
+from ..cell_identity import stale_reason
 from ..configuration import schema_problems
 
 
@@ -286,9 +286,5 @@ def stale_problem(metrics_file: Path | str, study: dict) -> str | None:
         sha = str(json.loads(Path(metrics_file).read_text()).get("git_sha", ""))
     except (OSError, ValueError, AttributeError):
         sha = ""
-    changed = config_differences(recorded, expected, sha)
-    if code := code_change(recorded, expected, sha):
-        return f"{run_dir}: stale ({code} since it was trained: {'; '.join(changed[:3])})"
-    if changed:
-        return f"{run_dir}: stale (the study file changed since it was trained: {'; '.join(changed[:3])})"
-    return None
+    why = stale_reason(recorded, expected, sha, since=" since it was trained")
+    return f"{run_dir}: stale ({why})" if why else None
