@@ -30,8 +30,8 @@
 # The AWD-LSTM (`awd_lstm`, recipe `awd_lstm`: 3 x 1150 LSTM layers, 400-d tied embedding, every AWD
 # regulariser, lr 30, NT-ASGD; 24,221,600 parameters) is trained as its first release's README command
 # trains it, whose log printed a validation perplexity of 308.03 after the first epoch. The paper_start
-# budget trains its first two epochs at that size on a CPU (two seeds); `val_ppl_epoch1` and
-# `val_ppl_epoch2` are every run's validation after those epochs. Agreement there says the model, its
+# budget trains its first epoch at that size on a CPU (two seeds; the log printed no second);
+# `val_ppl_epoch1` is every run's validation after it (`val_ppl_epoch2` is empty there). Agreement there says the model, its
 # regularisers, its schedule and the data pipeline behave like the authors' at their size in the first
 # epochs; it says nothing of the final perplexity, which needs all of the epochs (the paper budget).
 
