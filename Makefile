@@ -50,14 +50,17 @@ example: $(STAMP)
 	"$(BIN)/snakemake" --profile profiles/smoke $(EXAMPLE)
 	"$(BIN)/snakemake" --profile profiles/smoke --report results/smoke/report.html $(EXAMPLE)
 
+# The suite starts some 400 Python processes (training jobs, notebooks, Snakemake) over the same
+# sources: they keep their compiled files (__pycache__/, ignored by git) even where the machine sets
+# PYTHONDONTWRITEBYTECODE, rather than each compiling every module it imports again.
 test: $(STAMP)
-	"$(BIN)/python" -m pytest
+	PYTHONDONTWRITEBYTECODE= "$(BIN)/python" -m pytest
 
 # Everyday edits: every test but those that run the pipeline, snakemake, training or notebooks, or
 # render records, for a few seconds or more each (marker `slow`); `make test` stays the whole suite and
 # what CI runs.
 test-fast: $(STAMP)
-	"$(BIN)/python" -m pytest -m "not slow"
+	PYTHONDONTWRITEBYTECODE= "$(BIN)/python" -m pytest -m "not slow"
 
 # Only the budget's own files, by the layout the workflow writes (src/rnnrepro/layout.py, standard
 # library only: any Python 3 runs it, .venv or not).
