@@ -63,3 +63,14 @@ def test_the_lrn_language_models_curves_run_on_from_their_base_into_their_finetu
 def test_the_curves_figures_are_declared_beside_their_tables():
     assert "pru_table1_curves" in load_study("pru", custom_cells={})["artifacts"]["table1"]["figures"]
     assert "lrn_lm_curves" in load_study("lrn", custom_cells={})["artifacts"]["lm"]["figures"]
+
+
+def test_a_short_run_fills_its_panel():
+    """Two epochs that move little (77.6 to 77.4, as a smoke run): the axis spans the points with a
+    margin of a twentieth of their range, not a fixed 3 % below them that leaves the panel empty."""
+    import pandas as pd
+
+    curves = pd.DataFrame({"dataset": "ptb", "corpus": "synth_ptb", "model": "lrn_ft", "fraction": 100, "seed": 1111,
+                           "budget": "smoke", "capped": False, "stage": "train", "epoch": [1, 2], "val_ppl": [77.6, 77.4]})
+    low, high = curves_figure(curves, {}, "LRN Table 6").axes[0].get_ylim()
+    assert 77.3 < low < 77.4 and 77.6 <= high < 77.7

@@ -84,7 +84,10 @@ def curves_figure(curves: pd.DataFrame, names: dict[str, str], title: str) -> pl
         if not (math.isfinite(top) and top > bottom):
             top = panel["val_ppl"].max()
         plain_log_axis(ax, "y", [bottom, top])
-        ax.set_ylim(bottom * 0.97, top)
+        # a margin below the lowest point of a twentieth of the range shown (on the log axis), so that a
+        # short run's few points (77.6 to 77.4) fill the panel instead of its top few per cent
+        margin = max((top / bottom) ** 0.05, 1.001)
+        ax.set_ylim(bottom / margin, top * (margin if top == panel["val_ppl"].max() else 1))
         where = data_label(dataset, panel["corpus"].iloc[0]) + (f", {fraction} % of its training split"
                                                                 if several_fractions else "")
         ax.set(xlabel="epoch", ylabel="validation perplexity", title=where)
