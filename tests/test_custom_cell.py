@@ -4,6 +4,7 @@ through a cut-down smoke grid of one word-level and one character-level study.""
 
 from __future__ import annotations
 
+import re
 import shutil
 import sys
 
@@ -415,13 +416,30 @@ def test_the_docs_give_what_make_example_runs():
     assert f"snakemake --profile profiles/smoke --report results/smoke/report.html {words}\n" in docs
 
 
+def baselines_of_the_smoke_run(smoke_project, project, models: dict[str, list[str]]) -> list[str]:
+    """Copy the shared smoke run's synthetic corpora and the run folders of ``models`` (study -> model
+    names) into ``project``, times kept, as if that project had trained them; returns their run folders."""
+    shutil.copytree(smoke_project / "data", project / "data")
+    copied = []
+    for study, names in models.items():
+        for name in names:
+            for run in (smoke_project / grid.runs_dir("smoke") / study).glob(f"*/{name}/frac100/seed1111"):
+                shutil.copytree(run, project / run.relative_to(smoke_project))
+                copied.append(str(run.relative_to(smoke_project)))
+    return copied
+
+
 @pytest.mark.slow
-def test_example_through_two_studies_end_to_end(tmp_path):
+def test_example_through_two_studies_end_to_end(tmp_path, smoke_project):
     """`make example` on a cut-down grid: the two tables with the MGU's rows and their footing, its claims
-    against each baseline in the scorecard, and the report of them built by the command the docs give."""
+    against each baseline in the scorecard, and the report of them built by the command the docs give.
+    The baselines are those of the shared smoke run (the same cells): only the MGU trains here."""
     project = copy_project(tmp_path)
     shutil.copytree(REPO_ROOT / "examples", project / "examples", ignore=shutil.ignore_patterns("__pycache__"))
     cut_smoke_grid(project)
+    baselines = baselines_of_the_smoke_run(smoke_project, project, {"pru": ["lstm_m1000"],
+                                                                    "lru": ["gru_24m", "lru_24m"]})
+    assert len(baselines) == 3, baselines
     example = make_example_arguments()
     targets = [word for word in example if word.startswith("results/")]
 
@@ -433,8 +451,12 @@ def test_example_through_two_studies_end_to_end(tmp_path):
     said = run.stdout + run.stderr
     assert "profiles/smoke/run-config.yaml bad.yaml is invalid:\n  custom_cells.mgu.cell: " in said, said[-2000:]
 
+    before = {run: (project / run / "metrics.json").stat().st_mtime_ns for run in baselines}
     run = snakemake(project, "--profile", "profiles/smoke", *example)
     assert run.returncode == 0, run.stderr[-3000:]
+    # the MGU trained beside each baseline; the baselines were not trained again
+    assert len(list(project.glob("results/smoke/runs/*/*/mgu/frac100/seed1111/metrics.json"))) == 2
+    assert {run: (project / run / "metrics.json").stat().st_mtime_ns for run in baselines} == before
     pru = pd.read_csv(project / "results/smoke/tables/pru_table1.csv", keep_default_na=False)
     assert list(pru["model"]) == ["lstm_m1000", "mgu"]
     assert pru.set_index("model").loc["mgu", "cell"] == MGU and list(pru["paper_test_ppl"] == "") == [False, True]
@@ -464,4 +486,5 @@ def test_example_through_two_studies_end_to_end(tmp_path):
     # without the config file nothing retrains: only the notebooks rerun, without the MGU row
     run = snakemake(project, "--profile", "profiles/smoke", *targets, "-n", "--config", "studies=[pru,lru]")
     assert run.returncode == 0, run.stderr[-2000:]
-    assert "train_cell" not in run.stdout and "notebook_pru_table1" in run.stdout
+    planned = re.findall(r"^rule (\w+):", run.stdout, re.M)
+    assert "train_cell" not in planned and "notebook_pru_table1" in planned, run.stdout[-3000:]
