@@ -159,3 +159,32 @@ def test_the_figure_draws_the_authors_points_beside_ours(tmp_path):
     assert sorted(labels) == ["authors' log after epoch 1: 267.77, 2: 183.9 (band ±10 %)",
                               "ours, seed 1111: validation", "ours, seed 1112: validation", "ours: test 182.5 (epoch 2)"]
     fig.savefig(tmp_path / "figure.png")
+
+
+def test_a_one_epoch_run_keeps_the_panel_to_its_epoch_and_names_the_final_numbers(tmp_path):
+    """The AWD-LSTM at paper_start: one epoch. The published final perplexities (61.2, 58.9), a fifth of
+    the first epoch's, are named in the legend, not drawn, and the axis spans that epoch."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    cells, histories = hand_written_runs("awd_lstm", [312.0], [0.0])
+    histories = histories[histories["epoch"] == 1]
+    cells = cells.assign(epochs=1, best_epoch=1, val_ppl=312.0, test_ppl=305.0)
+    table = calibration.calibration_table(cells, histories, load_study("pru"))
+    [ax] = calibration.calibration_figure(table, histories, "title").axes
+    labels = ax.get_legend_handles_labels()[1]
+    assert "published: final validation 61.2 (below this panel)" in labels
+    assert ax.get_xlim() == (0.5, 1.5) and ax.get_ylim()[0] > 250
+
+
+def test_a_claim_this_budget_cannot_test_says_so_while_the_table_waits_for_rows():
+    """paper_start renders the pru calibration table in part (the AWD-LSTM, one seed of two): Zaremba's
+    claims, testable at other budgets only, say that, not that their rows wait for records."""
+    study = load_study("pru")
+    table = calibration.calibration_table(*hand_written_runs("awd_lstm", [312.0], [220.0]), study)
+    rows = {row["claim"]: row for row in evaluate_study(
+        study, run_config(BUDGET), {"pru_calibration": table},
+        unrendered={"pru_calibration": "rendered in part from records: seeds recorded so far: awd_lstm 1 of 2"})}
+    assert rows["zaremba_small_lstm_calibration[dataset=ptb]"]["reason"].startswith(
+        "not testable at this budget (paper_start)")
+    assert rows["awd_lstm_first_epoch_calibration[dataset=ptb]"]["verdict"] == HELD

@@ -80,18 +80,27 @@ def draw_model(ax, row, runs: pd.DataFrame) -> None:
 
     from .plotting import counted
 
+    # runs of the first epochs only (the paper_start budget): the published final numbers, a fifth of
+    # these, are named in the legend but not drawn, so the first epochs keep the height of the panel
+    first_epochs_only = bool(len(runs)) and runs["epoch"].max() <= max(FIRST_EPOCHS)
     for seed, run in runs.groupby("seed"):
-        ax.plot(run["epoch"], run["val_ppl"], "o-", markersize=3, label=f"ours, seed {seed}: validation")
-    if not math.isnan(row.paper_val_ppl):
-        ax.axhline(row.paper_val_ppl, color="tab:gray", linestyle="--", label=f"published: validation {row.paper_val_ppl:g}")
-    if not math.isnan(row.paper_test_ppl):
-        ax.axhline(row.paper_test_ppl, color="black", linestyle=":", label=f"published: test {row.paper_test_ppl:g}")
+        ax.plot(run["epoch"], run["val_ppl"], "o-", markersize=6 if first_epochs_only else 3,
+                label=f"ours, seed {seed}: validation")
+    for value, style, colour, what in ((row.paper_val_ppl, "--", "tab:gray", "validation"),
+                                       (row.paper_test_ppl, ":", "black", "test")):
+        if math.isnan(value):
+            continue
+        if first_epochs_only:
+            ax.plot([], [], linestyle=style, color=colour, label=f"published: final {what} {value:g} (below this panel)")
+        else:
+            ax.axhline(value, color=colour, linestyle=style, label=f"published: {what} {value:g}")
     points = [(epoch, getattr(row, f"paper_val_ppl_epoch{epoch}")) for epoch in FIRST_EPOCHS]
     points = [(epoch, value) for epoch, value in points if not math.isnan(value)]
     if points:
         epochs, values = zip(*points)
         band = [0.1 * v for v in values]  # the claims' tolerance (config/studies: *_first_epoch_calibration)
-        ax.errorbar(epochs, values, yerr=band, fmt="D", color="black", capsize=4, markersize=5,
+        # a little to the left of the epoch, so that ours at the same epoch stays in sight
+        ax.errorbar([e - 0.06 for e in epochs], values, yerr=band, fmt="D", color="black", capsize=4, markersize=5,
                     label="authors' log after epoch " + ", ".join(f"{e}: {v:g}" for e, v in points) + " (band ±10 %)")
     if not math.isnan(row.test_ppl):
         ax.plot(row.scored_epoch, row.test_ppl, "s", color="tab:red",
@@ -100,6 +109,8 @@ def draw_model(ax, row, runs: pd.DataFrame) -> None:
            title=f"{NAMES.get(row.model, row.model)}\n{row.corpus}, {row.budget} budget, "
                  f"{counted(len(runs['seed'].unique()), 'seed')}, {row.params / 1e6:.2f} M parameters")
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    if first_epochs_only:
+        ax.set_xlim(0.5, max([runs["epoch"].max(), *(epoch for epoch, _ in points)]) + 0.5)
     ax.legend(fontsize=8)
 
 

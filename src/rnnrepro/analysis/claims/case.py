@@ -363,7 +363,7 @@ def evaluate_study(study: dict, config: dict, tables: dict[str, pd.DataFrame],
         if claim["table"] in tables:
             table, waiting = tables[claim["table"]], (unrendered or {}).get(claim["table"])
             for case in cases(claim):
-                if waiting and not _rows_present(table, case):
+                if waiting and not _rows_present(table, case) and _testable_at(study, claim, budget):
                     # a table rendered from the records of some of its rows: this case reads one that waits
                     data, seeds = _provenance(study, config, case)
                     rows.append(_untested_row(study, claim, case, config, waiting, data, seeds))
