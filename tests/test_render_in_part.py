@@ -57,6 +57,14 @@ def test_claims_on_a_table_in_part_are_flagged_or_wait():
     # without the note the same table decides the claim unflagged
     row = evaluate_study(study, {"budget": "cpu", "seeds": [1]}, {"toy_t": table})[0]
     assert SEEDS_SO_FAR not in str(row["flags"])
+    # the case's own rows whole (every seed of the budget), other rows of the table waiting: unflagged
+    other = f"{IN_PART} from records: rows of c wait for their records"
+    row = evaluate_study(study, {"budget": "cpu", "seeds": [1, 2, 3]}, {"toy_t": table.assign(seeds=3)},
+                         {"toy_t": other})[0]
+    assert row["verdict"] != NOT_TESTED and SEEDS_SO_FAR not in str(row["flags"])
+    row = evaluate_study(study, {"budget": "cpu", "seeds": [1, 2, 3, 4, 5]}, {"toy_t": table.assign(seeds=3)},
+                         {"toy_t": other})[0]
+    assert SEEDS_SO_FAR in row["flags"]
     # a row that waits: not tested, saying why
     waiting = f"{IN_PART} from records: rows of b wait for their records"
     row = evaluate_study(study, {"budget": "cpu", "seeds": [1]}, {"toy_t": table[table["model"] == "a"]},

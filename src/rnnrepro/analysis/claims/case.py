@@ -326,6 +326,21 @@ def _so_far(row: dict, why: str) -> dict:
     return row
 
 
+def _rows_whole(table: pd.DataFrame, case: Case, seeds: str) -> bool:
+    """Whether every row a case compares has all of the budget's seeds (``seeds``, comma-separated) in
+    a table rendered in part: then its verdict no longer waits on anything (other rows may)."""
+    if "seeds" not in table.columns or not seeds:
+        return False
+    for row in case.rows:
+        found = table
+        for key, value in row.items():
+            if key in table.columns:
+                found = found[found[key].astype(str) == str(value)]
+        if found.empty or (pd.to_numeric(found["seeds"], errors="coerce") < len(seeds.split(","))).any():
+            return False
+    return True
+
+
 def _rows_present(table: pd.DataFrame, case: Case) -> bool:
     """Whether every row a claim case compares matches a row of the table."""
     for row in case.rows:
@@ -367,7 +382,7 @@ def evaluate_study(study: dict, config: dict, tables: dict[str, pd.DataFrame],
                     # a table rendered from the records of some of its rows: this case reads one that waits
                     data, seeds = _provenance(study, config, case)
                     rows.append(_untested_row(study, claim, case, config, waiting, data, seeds))
-                elif waiting:
+                elif waiting and not _rows_whole(table, case, _provenance(study, config, case)[1]):
                     rows.append(_so_far(evaluate_case(study, config, table, case, runs), waiting))
                 else:
                     rows.append(evaluate_case(study, config, table, case, runs))
