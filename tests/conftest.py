@@ -16,7 +16,7 @@ import pytest
 from filelock import FileLock
 
 # One CPU thread for torch (and the BLAS libraries) in the test processes, read when torch is first
-# imported: three workers and the pipelines they start share the machine's cores, and two OpenMP
+# imported: the workers and the pipelines they start share the machine's cores, and two OpenMP
 # threads a process only wait on each other there (the cell, training and evaluation tests took 26 s
 # instead of 36 on the 2-core machine, and less CPU). Set it yourself to test with more.
 os.environ.setdefault("OMP_NUM_THREADS", "1")
