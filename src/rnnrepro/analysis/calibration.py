@@ -103,15 +103,21 @@ def draw_model(ax, row, runs: pd.DataFrame) -> None:
         ax.errorbar([e - 0.06 for e in epochs], values, yerr=band, fmt="D", color="black", capsize=4, markersize=5,
                     label="authors' log after epoch " + ", ".join(f"{e}: {v:g}" for e, v in points) + " (band ±10 %)")
     if not math.isnan(row.test_ppl):
-        ax.plot(row.scored_epoch, row.test_ppl, "s", color="tab:red",
+        # beside the epoch's validation points where the run has only its first epochs
+        ax.plot(row.scored_epoch + (0.06 if first_epochs_only else 0), row.test_ppl, "s", color="tab:red",
                 label=f"ours: test {row.test_ppl:.1f} (epoch {row.scored_epoch:g})")
     ax.set(xlabel="epoch", ylabel="validation perplexity",
            title=f"{NAMES.get(row.model, row.model)}\n{row.corpus}, {row.budget} budget, "
                  f"{counted(len(runs['seed'].unique()), 'seed')}, {row.params / 1e6:.2f} M parameters")
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     if first_epochs_only:
-        ax.set_xlim(0.5, max([runs["epoch"].max(), *(epoch for epoch, _ in points)]) + 0.5)
-    ax.legend(fontsize=8)
+        last = int(max([runs["epoch"].max(), *(epoch for epoch, _ in points)]))
+        ax.set_xlim(0.5, last + 0.5)
+        ax.set_xticks(range(1, last + 1))
+    if first_epochs_only:  # beside the panel: the points and the band fill its height
+        ax.legend(fontsize=8, loc="center left", bbox_to_anchor=(1.02, 0.5))
+    else:
+        ax.legend(fontsize=8)
 
 
 def calibration_figure(table: pd.DataFrame, histories: pd.DataFrame, title: str):
