@@ -336,7 +336,7 @@ def _rows_whole(table: pd.DataFrame, case: Case, seeds: str) -> bool:
         for key, value in row.items():
             if key in table.columns:
                 found = found[found[key].astype(str) == str(value)]
-        if found.empty or (pd.to_numeric(found["seeds"], errors="coerce") < len(seeds.split(","))).any():
+        if found.empty or (~(pd.to_numeric(found["seeds"], errors="coerce") >= len(seeds.split(",")))).any():
             return False
     return True
 
