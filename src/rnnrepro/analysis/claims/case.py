@@ -332,25 +332,23 @@ def _rows_whole(table: pd.DataFrame, case: Case, seeds: str) -> bool:
     if "seeds" not in table.columns or not seeds:
         return False
     for row in case.rows:
-        found = table
-        for key, value in row.items():
-            if key in table.columns:
-                found = found[found[key].astype(str) == str(value)]
+        found = _matching(table, row)
         if found.empty or (~(pd.to_numeric(found["seeds"], errors="coerce") >= len(seeds.split(",")))).any():
             return False
     return True
 
 
+def _matching(table: pd.DataFrame, row: dict) -> pd.DataFrame:
+    """The rows of ``table`` that a claim's row selector (column -> value) names."""
+    for key, value in row.items():
+        if key in table.columns:
+            table = table[table[key].astype(str) == str(value)]
+    return table
+
+
 def _rows_present(table: pd.DataFrame, case: Case) -> bool:
     """Whether every row a claim case compares matches a row of the table."""
-    for row in case.rows:
-        found = table
-        for key, value in row.items():
-            if key in table.columns:
-                found = found[found[key].astype(str) == str(value)]
-        if found.empty:
-            return False
-    return True
+    return not any(_matching(table, row).empty for row in case.rows)
 
 
 def evaluate_study(study: dict, config: dict, tables: dict[str, pd.DataFrame],
