@@ -98,6 +98,7 @@ def main(argv=None) -> int:
             print(f"[rnnrepro] recorded {len(packed) - speed} runs and {speed} speed results under {args.records}/")
             return 0
         from ..analysis.run_notebook import shared_kernel
+        from .rendering import notebook_pool
 
         signal.signal(signal.SIGINT, stop_quietly)
         failed = False
@@ -107,10 +108,11 @@ def main(argv=None) -> int:
         if args.configfile:  # the scorecards' kernel sees the cells of your own only if exported before it starts
             _load(budgets[0], args.run_config, custom_file=args.configfile, rendered=budgets, records=args.records)
         states = {}
-        with shared_kernel() as kernel:  # the scorecards' notebooks, one after another
+        # the scorecards' notebooks one after another in one kernel; the artifacts' in one pool of workers
+        with shared_kernel() as kernel, notebook_pool(args.jobs) as pool:
             for budget in budgets:
                 states[budget] = render(budget, args.records, args.run_config, jobs=args.jobs, kernel=kernel,
-                                        custom_file=args.configfile, rendered=budgets)
+                                        custom_file=args.configfile, rendered=budgets, pool=pool)
                 failed |= any(state.startswith("failed") for state in states[budget].values())
             shown = render_by_budget(kernel)
         if shown:  # each page shows the side-by-side figure, which the later budgets changed

@@ -287,15 +287,30 @@ def hold_render_lock(budget: str) -> int:
                       f"wait for it to end, then render again. This render changed nothing")
 
 
+def notebook_pool(jobs: int):
+    """The worker processes that run the artifacts' notebooks, ``jobs`` side by side: each keeps one
+    kernel for the notebooks it runs (one start and one set of imports each), started when first needed,
+    so one pool serves every budget of a render. Spawned, so that no worker inherits the kernel the
+    calling process holds for the scorecard."""
+    from concurrent.futures import ProcessPoolExecutor
+
+    return ProcessPoolExecutor(max_workers=max(1, jobs), initializer=_start_worker_kernel,
+                               mp_context=multiprocessing.get_context("spawn"))
+
+
 def render(budget: str, records: Path = RECORDS, config_file: Path = Path("config/config.yaml"),
-           jobs: int = 2, kernel=None, custom_file: Path | None = None, rendered: list[str] | None = None) -> dict:
+           jobs: int = 2, kernel=None, custom_file: Path | None = None, rendered: list[str] | None = None,
+           pool=None) -> dict:
     """Render every artifact whose records are there and current, all of them or some (``jobs`` worker
     processes side by side, each running its notebooks in turn in one kernel), then the scorecard, saying
     each as it ends, with the cells of your own of ``custom_file`` where given. Returns artifact -> state
     ("rendered", "rendered in part: <what waits>", "not rendered: <why>", "not in the <budget> budget
     ...", "failed: <error>"). ``kernel``: where the
-    scorecard's notebook runs (run_notebook.shared_kernel; a fresh one without)."""
-    from concurrent.futures import ProcessPoolExecutor, as_completed
+    scorecard's notebook runs (run_notebook.shared_kernel; a fresh one without). ``pool``: the
+    notebooks' workers (:func:`notebook_pool`, shared by the budgets of one render; a pool of ``jobs``
+    of its own without)."""
+    import contextlib
+    from concurrent.futures import as_completed
 
     from ..analysis.run_notebook import run
 
@@ -309,10 +324,7 @@ def render(budget: str, records: Path = RECORDS, config_file: Path = Path("confi
         if item.notebook is None:
             say_rendered(budget, item)
     runnable = [item for item in plan if item.notebook is not None]
-    # each worker keeps one kernel for the notebooks it runs: one start and one set of imports each;
-    # spawned, so that no worker inherits the kernel this process holds for the scorecard
-    with ProcessPoolExecutor(max_workers=max(1, min(jobs, len(runnable))), initializer=_start_worker_kernel,
-                             mp_context=multiprocessing.get_context("spawn")) as pool:
+    with (contextlib.nullcontext(pool) if pool is not None else notebook_pool(min(jobs, len(runnable)))) as pool:
         # the workers start with Ctrl-C ignored (inherited): the main process handles it (stop_quietly)
         handler = signal.signal(signal.SIGINT, signal.SIG_IGN)
         try:
