@@ -165,24 +165,30 @@ def sgd_schedule_config(corpus_dir: Path) -> dict:
     return smoke_config(corpus_dir, "zaremba_small", epochs=3, lr_decay_start=2, ar_alpha=0.0, tar_beta=0.0)
 
 
-def test_sgd_step_schedule_lowers_the_rate_per_epoch(corpus_dir, tmp_path):
+@pytest.fixture(scope="module")
+def sgd_run(corpus_dir, tmp_path_factory):
+    """An uninterrupted run of Zaremba et al.'s recipe: its rates, and the baseline of its resume test."""
     cfg = sgd_schedule_config(corpus_dir)
-    assert cfg["recipe"]["optimizer"] == "sgd" and cfg["architecture"]["init"] == "uniform_all"
-    code, err = train_here(tmp_path / "sgd", cfg)
+    run_dir = tmp_path_factory.mktemp("sgd") / "uninterrupted"
+    code, err = train_here(run_dir, cfg)
     assert code == 0, err
-    history = pd.read_csv(tmp_path / "sgd" / "history.csv")
+    return run_dir, cfg
+
+
+def test_sgd_step_schedule_lowers_the_rate_per_epoch(sgd_run):
+    run_dir, cfg = sgd_run
+    assert cfg["recipe"]["optimizer"] == "sgd" and cfg["architecture"]["init"] == "uniform_all"
+    history = pd.read_csv(run_dir / "history.csv")
     lr = cfg["recipe"]["lr"]
     assert history["lr"].tolist() == [lr, lr / 2, lr / 4]
     assert not history["averaging"].any()
 
 
 @pytest.mark.slow
-def test_sgd_step_schedule_resumes_bit_for_bit(corpus_dir, tmp_path):
+def test_sgd_step_schedule_resumes_bit_for_bit(sgd_run, tmp_path):
     """Killed inside epoch 3 (the second at a lowered rate), the run resumes on the same rates: the
     schedule is derived from the epoch in the checkpoint."""
-    cfg = sgd_schedule_config(corpus_dir)
-    code, err = train_here(tmp_path / "uninterrupted", cfg)
-    assert code == 0, err
+    uninterrupted, cfg = sgd_run
     run_dir = tmp_path / "killed"
     proc = train_cli(run_dir, cfg)
     deadline, log = time.time() + 300, ""
@@ -199,8 +205,8 @@ def test_sgd_step_schedule_resumes_bit_for_bit(corpus_dir, tmp_path):
     code, err = train_here(run_dir, cfg)
     assert code == 0, err
     assert "resuming from" in err and "epoch 3" in err
-    assert numbers(run_dir / "metrics.json") == numbers(tmp_path / "uninterrupted" / "metrics.json")
-    assert history_without_timing(run_dir) == history_without_timing(tmp_path / "uninterrupted")
+    assert numbers(run_dir / "metrics.json") == numbers(uninterrupted / "metrics.json")
+    assert history_without_timing(run_dir) == history_without_timing(uninterrupted)
 
 
 def test_lru_models_use_the_authors_initialisation():
