@@ -87,8 +87,8 @@ def _tables(study: str, artifact: str) -> list[str]:
 # --- growing records one unit at a time -------------------------------------------------------------
 
 def grow_project(tmp_path):
-    """A project copy (a git repository) whose nlstm `cpu` budget is its smoke budget: three tiny
-    training units on the synthetic autocomplete corpus, so `records grow` runs in seconds."""
+    """A project copy (a git repository) whose nlstm `cpu` budget is its smoke budget cut to one pass:
+    three tiny training units on the synthetic autocomplete corpus, so `records grow` runs in seconds."""
     import subprocess
 
     import yaml
@@ -99,7 +99,8 @@ def grow_project(tmp_path):
     study_file = project / "config/studies/nlstm.yaml"
     study = yaml.safe_load(study_file.read_text())
     smoke = {key: value for key, value in study["budgets"]["smoke"].items() if key != "artifacts"}
-    study["budgets"]["cpu"] = {**smoke, "seeds": [1111], "omit": ["tuning"]}  # no learning-rate tuning units
+    study["budgets"]["cpu"] = {**smoke, "recipe": {**smoke["recipe"], "epochs": 1}, "seeds": [1111],
+                               "omit": ["tuning"]}  # no learning-rate tuning units
     study_file.write_text(yaml.safe_dump(study, sort_keys=False))
     for command in (["init", "-q"], ["add", "-A"], ["-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "a"]):
         subprocess.run(["git", *command], cwd=project, check=True, capture_output=True)
