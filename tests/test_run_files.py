@@ -403,3 +403,20 @@ def test_a_damaged_speed_result_and_non_finite_metrics_are_named(tmp_path):
     run_dir = run_folder(tmp_path, "lstm_m1000", json.dumps(dict(METRICS, test_ppl=math.inf)))
     with pytest.raises(DamagedRunFile, match=rf"^run folder {run_dir}: metrics.json is damaged: test_ppl is inf"):
         read_metrics(run_dir / "metrics.json")
+
+
+def test_a_history_read_again_is_the_file_as_it_is_now(tmp_path):
+    """read_history keeps what it parsed for files read again unchanged (a render reads each several
+    times); a changed file is read anew, and a caller's changes to its table reach no later reader."""
+    from rnnrepro.analysis.run_files import read_history
+
+    path = tmp_path / "history.csv"
+    path.write_text("epoch,val_loss\n1,5.0\n")
+    first = read_history(tmp_path)
+    first.loc[0, "val_loss"] = 1.0
+    assert read_history(tmp_path)["val_loss"].tolist() == [5.0]
+    path.write_text("epoch,val_loss\n1,5.0\n2,4.5\n")
+    assert read_history(tmp_path)["val_loss"].tolist() == [5.0, 4.5]
+    path.write_text("epoch,val_loss\n1,5.0\n2,nan\n")
+    with pytest.raises(DamagedRunFile, match="val_loss is nan in row 2"):
+        read_history(tmp_path)

@@ -191,13 +191,28 @@ HISTORY_COLUMNS = ("epoch", "val_loss")
 HISTORY_FLAGS = ("averaging",)
 
 
+_HISTORIES: dict = {}  # (path, mtime, size, inode) -> the checked table: a render reads each one several times
+
+
 def read_history(run_dir: Path | str):
     """A cell's history.csv as a pandas DataFrame, checked: its epoch and val_loss columns, at least one
     row, numbers in every column (empty only where no number was measured, e.g. the training loss of a
-    check before the first step) and a finite validation loss in every row."""
+    check before the first step) and a finite validation loss in every row. A file read before and not
+    changed since (same modification time, size and inode) is not parsed again: a copy of its table is
+    returned."""
+    path = Path(run_dir) / "history.csv"
+    status = path.stat()  # FileNotFoundError where there is none
+    key = (str(path.resolve()), status.st_mtime_ns, status.st_size, status.st_ino)
+    if key not in _HISTORIES:
+        if len(_HISTORIES) >= 4096:
+            _HISTORIES.clear()
+        _HISTORIES[key] = _checked_history(path)
+    return _HISTORIES[key].copy()
+
+
+def _checked_history(path: Path):
     import pandas as pd
 
-    path = Path(run_dir) / "history.csv"
     try:
         history = pd.read_csv(path)
     except FileNotFoundError:

@@ -112,18 +112,18 @@ def main(argv=None) -> int:
         with shared_kernel() as kernel, notebook_pool(args.jobs) as pool:
             for budget in budgets:
                 states[budget] = render(budget, args.records, args.run_config, jobs=args.jobs, kernel=kernel,
-                                        custom_file=args.configfile, rendered=budgets, pool=pool)
+                                        custom_file=args.configfile, rendered=budgets, pool=pool, page=False)
                 failed |= any(state.startswith("failed") for state in states[budget].values())
             shown = render_by_budget(kernel)
-        if shown:  # each page shows the side-by-side figure, which the later budgets changed
-            from .. import results_page
+        # each budget's page, built once all are rendered: it shows the side-by-side figure of every budget
+        from .. import results_page
 
-            for budget, status in states.items():
-                config, studies = _load(budget, args.run_config, custom_file=args.configfile, rendered=budgets,
-                                        records=args.records)
-                results_page.build({"budget": budget, "seeds": config["seeds"], "studies": list(studies)},
-                                   {key: state.removeprefix("not rendered: ") for key, state in status.items()
-                                    if state != "rendered"})
+        for budget, status in states.items():
+            config, studies = _load(budget, args.run_config, custom_file=args.configfile, rendered=budgets,
+                                    records=args.records)
+            results_page.build({"budget": budget, "seeds": config["seeds"], "studies": list(studies)},
+                               {key: state.removeprefix("not rendered: ") for key, state in status.items()
+                                if state != "rendered"})
         if shown:
             print(f"[rnnrepro] the verdicts of every budget side by side ({', '.join(shown)}): {BY_BUDGET[1]}")
         return 1 if failed else 0

@@ -300,7 +300,7 @@ def notebook_pool(jobs: int):
 
 def render(budget: str, records: Path = RECORDS, config_file: Path = Path("config/config.yaml"),
            jobs: int = 2, kernel=None, custom_file: Path | None = None, rendered: list[str] | None = None,
-           pool=None) -> dict:
+           pool=None, page: bool = True) -> dict:
     """Render every artifact whose records are there and current, all of them or some (``jobs`` worker
     processes side by side, each running its notebooks in turn in one kernel), then the scorecard, saying
     each as it ends, with the cells of your own of ``custom_file`` where given. Returns artifact -> state
@@ -308,7 +308,8 @@ def render(budget: str, records: Path = RECORDS, config_file: Path = Path("confi
     ...", "failed: <error>"). ``kernel``: where the
     scorecard's notebook runs (run_notebook.shared_kernel; a fresh one without). ``pool``: the
     notebooks' workers (:func:`notebook_pool`, shared by the budgets of one render; a pool of ``jobs``
-    of its own without)."""
+    of its own without). ``page``: build the budget's results page (a render of several budgets builds
+    every page once, at its end, for each shows all budgets' verdicts side by side)."""
     import contextlib
     from concurrent.futures import as_completed
 
@@ -374,10 +375,10 @@ def render(budget: str, records: Path = RECORDS, config_file: Path = Path("confi
     say_rendered(budget, claims)
     from .. import results_page  # matplotlib, through the tables' rounding: not for the Snakefile's import
 
-    page = results_page.build(scorecard["run_config"],
-                              {item.key: (item.state.removeprefix("not rendered: ") if item.state != "rendered"
-                                          else f"{IN_PART}: {item.in_part}")
-                               for item in plan if item.state != "rendered" or item.in_part})
+    states = {item.key: (item.state.removeprefix("not rendered: ") if item.state != "rendered"
+                         else f"{IN_PART}: {item.in_part}")
+              for item in plan if item.state != "rendered" or item.in_part}
+    page = results_page.build(scorecard["run_config"], states) if page else results_page.page_path(budget)
     print(f"[rnnrepro] {budget}: {render_summary(plan)}, in {time.monotonic() - started:.0f} s; tables, figures "
           f"and the scorecard ({root}/tables/claims.csv) are in {root}/; read them on the results page: {page}",
           flush=True)
