@@ -35,6 +35,7 @@ from rnnrepro.configuration import REPO_ROOT, load_study
 from rnnrepro.data.registry import DATASETS
 from rnnrepro.timing import seconds_per_call
 from rnnrepro.train.language_model import build_model, training_step
+from rnnrepro.train.optimizers import SGD
 
 AWD_WEIGHT_DROP = 0.5
 WEIGHT_DROPS = {"off": 0.0, "on": AWD_WEIGHT_DROP, "recipe": None}
@@ -69,7 +70,7 @@ def time_model(model_id: str, weight_drop: str, args, study: dict, run_config: d
     device = torch.device(args.device)
     torch.manual_seed(0)
     model = build_model(cfg, vocab_size).to(device).train()
-    optimizer = torch.optim.SGD(model.parameters(), lr=recipe["lr"], weight_decay=recipe["weight_decay"])
+    optimizer = SGD(model.parameters(), lr=recipe["lr"], weight_decay=recipe["weight_decay"])
     batch, bptt = recipe["batch_size"], recipe["bptt"]
     tokens = torch.randint(vocab_size, (bptt + 1, batch), device=device)
     state = [model.init_state(batch)]

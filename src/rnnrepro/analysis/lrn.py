@@ -177,6 +177,7 @@ def measure_speed(settings: dict, device) -> dict:
     from ..timing import seconds_per_call
     from ..train.common import keep_freed_memory, provenance
     from ..train.language_model import build_model
+    from ..train.optimizers import SGD
 
     keep_freed_memory()
     torch.manual_seed(0)
@@ -200,7 +201,7 @@ def measure_speed(settings: dict, device) -> dict:
         cfg = settings["cells"][model_id]
         arch, recipe = cfg["architecture"], cfg["recipe"]
         model = build_model(cfg, vocab).to(device).train()
-        optimizer = torch.optim.SGD(model.parameters(), lr=recipe["lr"], weight_decay=recipe["weight_decay"])
+        optimizer = SGD(model.parameters(), lr=recipe["lr"], weight_decay=recipe["weight_decay"])
         tokens = torch.randint(vocab, (bptt + 1, batch), device=device)
 
         def lm_step():

@@ -41,7 +41,7 @@ from .. import console, precision
 from ..configuration import ConfigError
 from ..data.autocomplete import INPUT_SYMBOLS, PAD_ID, UNK_ID, EncodedSplit, load_classes, load_split
 from ..models.autocomplete import AutocompleteModel
-from . import checkpoint
+from . import checkpoint, optimizers
 from .loop import Progress, Step, TrainingDiverged, run_cell
 from .stopping import has_stalled
 
@@ -71,7 +71,7 @@ def batch_tensors(split: EncodedSplit, rows: np.ndarray, device: torch.device) -
     return inputs.to(device), targets.to(device)
 
 
-def training_step(model: AutocompleteModel, optimizer: torch.optim.Optimizer, inputs: torch.Tensor,
+def training_step(model: AutocompleteModel, optimizer: optimizers.Adam, inputs: torch.Tensor,
                   targets: torch.Tensor, precision_name: str = precision.DEFAULT) -> float:
     """One Adam step on a batch (T, B); returns its loss, the mean cross entropy over known-word targets."""
     known = targets > UNK_ID
@@ -128,8 +128,8 @@ class AutocompleteTask:
         self.model = build_model(cfg, len(classes)).to(device)
         self.best_path = checkpoint.checkpoint_dir(run_dir) / checkpoint.BEST
         r = self.recipe
-        self.optimizer = torch.optim.Adam(self.model.parameters(), lr=r["lr"], betas=(r["adam_beta1"], r["adam_beta2"]),
-                                          eps=r["adam_eps"])
+        self.optimizer = optimizers.Adam(self.model.parameters(), lr=r["lr"], betas=(r["adam_beta1"], r["adam_beta2"]),
+                                         eps=r["adam_eps"])
 
     def batches_per_epoch(self) -> int:
         return math.ceil(len(self.data["train"].lengths) / self.recipe["batch_size"])

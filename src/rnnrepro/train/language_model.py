@@ -32,7 +32,7 @@ from .. import console, precision
 from ..cells import detach_state
 from ..data.corpus import batchify, check_batch_sizes, get_batch, load_corpus
 from ..models.language_model import DEFAULT_INIT_RANGE, Dropouts, LanguageModel
-from . import checkpoint
+from . import checkpoint, optimizers
 from .averaging import WeightAverager
 from .loop import Progress, Step, TrainingDiverged, perplexity, run_cell
 from .stopping import has_stalled
@@ -49,12 +49,12 @@ def build_model(cfg: dict, vocab_size: int) -> LanguageModel:
 
 
 
-def make_optimizer(model: LanguageModel, recipe: dict) -> torch.optim.Optimizer:
+def make_optimizer(model: LanguageModel, recipe: dict) -> optimizers.SGD | optimizers.Adam:
     """Adam for `adam`; plain SGD otherwise (NT-ASGD's averaging is the WeightAverager's job, the `sgd`
     schedule ``epoch_lr``'s)."""
     if recipe["optimizer"] == "adam":
-        return torch.optim.Adam(model.parameters(), lr=recipe["lr"], weight_decay=recipe["weight_decay"])
-    return torch.optim.SGD(model.parameters(), lr=recipe["lr"], weight_decay=recipe["weight_decay"])
+        return optimizers.Adam(model.parameters(), lr=recipe["lr"], weight_decay=recipe["weight_decay"])
+    return optimizers.SGD(model.parameters(), lr=recipe["lr"], weight_decay=recipe["weight_decay"])
 
 
 def epoch_lr(recipe: dict, epoch: int) -> float:
@@ -65,7 +65,7 @@ def epoch_lr(recipe: dict, epoch: int) -> float:
     return recipe["lr"] * recipe["lr_decay"] ** max(0, epoch - recipe["lr_decay_start"] + 1)
 
 
-def training_step(model: LanguageModel, optimizer: torch.optim.Optimizer, recipe: dict, x: torch.Tensor,
+def training_step(model: LanguageModel, optimizer: optimizers.SGD | optimizers.Adam, recipe: dict, x: torch.Tensor,
                   y: torch.Tensor, state: list, precision_name: str = precision.DEFAULT,
                   epoch: int = 1) -> tuple[torch.Tensor, list]:
     """One optimizer step on a BPTT window of ``epoch``; returns the window's cross entropy and the

@@ -47,6 +47,7 @@ from ..custom_cells import module_file
 from . import checkpoint
 from .common import HISTORY, provenance, start_run, write_history, write_run_outputs
 from .files import RunFolderError
+from .optimizers import SGD, Adam
 from .progress_file import ProgressFile, another_trainer, hold_lock
 
 LOGGER = logging.getLogger(__name__)
@@ -113,7 +114,7 @@ class Step:
 class Task(Protocol):
     """What a task supplies to the training loop."""
     model: nn.Module
-    optimizer: torch.optim.Optimizer
+    optimizer: Adam | SGD
     position_unit: str    # what Progress.position counts, for the log ("row", "batch")
     advice: str           # the recipe values to lower when the loss diverges ("`lr` or `clip`")
     check_at_start: bool  # validate the untrained model too (where a convergence curve starts)
