@@ -3,6 +3,7 @@ and checkpoints that load either way."""
 
 from __future__ import annotations
 
+import io
 import subprocess
 import sys
 
@@ -17,7 +18,7 @@ STEPS = 25
 
 def model_and_batches(seed: int = 0):
     torch.manual_seed(seed)
-    model = nn.Sequential(nn.Embedding(50, 8), nn.LSTM(8, 16), )
+    model = nn.Sequential(nn.Embedding(50, 8), nn.LSTM(8, 16))
     head = nn.Linear(16, 50)
     tokens = torch.randint(50, (STEPS + 1, 12, 4))
     return nn.ModuleList([model, head]), tokens
@@ -84,7 +85,6 @@ def test_a_checkpoint_of_either_goes_on_in_the_other_bit_for_bit(name, ours, the
 
 
 def _round_trip(obj):
-    import io
     buffer = io.BytesIO()
     torch.save(obj, buffer)
     buffer.seek(0)
