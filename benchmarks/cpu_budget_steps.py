@@ -148,13 +148,11 @@ AUTOCOMPLETE_BATCH_LENGTH = 200  # the corpus's cut; most observations are 190-2
 def _autocomplete_step(cfg: dict, generator: torch.Generator):
     from rnnrepro.data.autocomplete import INPUT_SYMBOLS, get_spec
     from rnnrepro.train import autocomplete
-    from rnnrepro.train.optimizers import Adam
 
     recipe = cfg["recipe"]
     classes = get_spec(cfg["corpus"]).classes
     model = autocomplete.build_model(cfg, classes).train()
-    optimizer = Adam(model.parameters(), lr=recipe["lr"], betas=(recipe["adam_beta1"], recipe["adam_beta2"]),
-                     eps=recipe["adam_eps"])
+    optimizer = autocomplete.make_optimizer(model, recipe)
     steps, batch = AUTOCOMPLETE_BATCH_LENGTH, recipe["batch_size"]
     inputs = torch.randint(1, len(INPUT_SYMBOLS), (steps, batch), generator=generator)
     targets = torch.randint(2, classes, (steps, batch), generator=generator)  # known words: 0 and 1 are pad, unk

@@ -26,8 +26,7 @@ import yaml
 from rnnrepro import grid
 from rnnrepro.configuration import REPO_ROOT, load_study
 from rnnrepro.data.autocomplete import AUTOCOMPLETE_DATASETS, INPUT_SYMBOLS, UNK_ID
-from rnnrepro.train.autocomplete import build_model, training_step
-from rnnrepro.train.optimizers import Adam
+from rnnrepro.train.autocomplete import build_model, make_optimizer, training_step
 
 DATASET = "text8_autocomplete"
 TRAIN_SEQUENCES = AUTOCOMPLETE_DATASETS[DATASET].expected_train_observations
@@ -49,8 +48,7 @@ def time_model(model_id: str, args, study: dict, run_config: dict) -> dict:
     classes = AUTOCOMPLETE_DATASETS[DATASET].classes
     torch.manual_seed(0)
     model = build_model(cfg, classes).to(device).train()
-    optimizer = Adam(model.parameters(), lr=recipe["lr"], betas=(recipe["adam_beta1"], recipe["adam_beta2"]),
-                     eps=recipe["adam_eps"])
+    optimizer = make_optimizer(model, recipe)
     batch = recipe["batch_size"]
     seconds, cpu_seconds = [], []
     for i in range(1 + args.batches):

@@ -71,6 +71,12 @@ def batch_tensors(split: EncodedSplit, rows: np.ndarray, device: torch.device) -
     return inputs.to(device), targets.to(device)
 
 
+def make_optimizer(model: AutocompleteModel, recipe: dict) -> optimizers.Adam:
+    """The recipe's Adam (step size, betas, epsilon) over every parameter of the model."""
+    return optimizers.Adam(model.parameters(), lr=recipe["lr"], betas=(recipe["adam_beta1"], recipe["adam_beta2"]),
+                           eps=recipe["adam_eps"])
+
+
 def training_step(model: AutocompleteModel, optimizer: optimizers.Adam, inputs: torch.Tensor,
                   targets: torch.Tensor, precision_name: str = precision.DEFAULT) -> float:
     """One Adam step on a batch (T, B); returns its loss, the mean cross entropy over known-word targets."""
@@ -128,8 +134,7 @@ class AutocompleteTask:
         self.model = build_model(cfg, len(classes)).to(device)
         self.best_path = checkpoint.checkpoint_dir(run_dir) / checkpoint.BEST
         r = self.recipe
-        self.optimizer = optimizers.Adam(self.model.parameters(), lr=r["lr"], betas=(r["adam_beta1"], r["adam_beta2"]),
-                                         eps=r["adam_eps"])
+        self.optimizer = make_optimizer(self.model, r)
 
     def batches_per_epoch(self) -> int:
         return math.ceil(len(self.data["train"].lengths) / self.recipe["batch_size"])
