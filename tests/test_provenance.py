@@ -305,3 +305,39 @@ def test_grow_counts_a_unit_pack_refuses_as_failed_and_goes_on(tmp_path, monkeyp
     grower.work()
     assert grower.failed == [cell.key] and grower.done == []
     assert f"failed: {cell.key} trained but is not recorded: " in capsys.readouterr().out
+
+
+def test_a_raised_cap_keeps_a_record_its_own_rule_stopped_below_the_old_one(one_record, tmp_path):
+    """Raising a recipe's epoch cap leaves current the records its own stopping rule ended below the old
+    cap (their numbers are those of a run under the new cap), and makes stale those the old cap stopped,
+    and any record where something else changed too; the status of a trained cell reads the same rule."""
+    from rnnrepro import grid, status
+
+    run, study, config, cell = one_record
+    expected = json.loads((run / "config.json").read_text())
+    epochs = json.loads((run / "metrics.json").read_text())["epochs"]
+    assert expected["recipe"].get("early_stopping") or expected["recipe"].get("stop_on_nonmono")
+    assert expected["recipe"]["epochs"] > epochs + 1, "a record its own rule stopped"
+
+    def recorded_with(**recipe):
+        (run / "config.json").write_text(json.dumps({**expected, "recipe": {**expected["recipe"], **recipe}}))
+        return records.record_problem(study, config, cell, tmp_path / "records")
+
+    assert recorded_with(epochs=epochs + 1) is None
+    for lower in ({"epochs": epochs}, {"epochs": epochs + 1, "lr": expected["recipe"]["lr"] * 2}):
+        problem = recorded_with(**lower)
+        assert problem is not None and "stale record" in problem and "recipe." in problem, problem
+    problem = recorded_with(epochs=epochs)
+    assert f"recipe.epochs {epochs!r} -> {expected['recipe']['epochs']!r}" in problem
+    # a raised cap is the only change that can keep a record: a lowered one makes it stale
+    higher = {**expected, "recipe": {**expected["recipe"], "epochs": expected["recipe"]["epochs"] + 50}}
+    (run / "config.json").write_text(json.dumps(higher))
+    assert records.record_problem(study, config, cell, tmp_path / "records") is not None
+
+    root = tmp_path / "tree"
+    shutil.copytree(run, root / cell.run_dir)
+    dataset = grid.dataset_for(study, config, cell.corpus)
+    for cap, state in ((epochs + 1, "done"), (epochs, "stale")):
+        (root / cell.run_dir / "config.json").write_text(
+            json.dumps({**expected, "recipe": {**expected["recipe"], "epochs": cap}}))
+        assert status.cell_status(root, cell, dataset, study=study).state == state

@@ -82,11 +82,30 @@ def code_change(recorded: dict, expected: dict, git_sha: str = "") -> str | None
     return None
 
 
-def stale_reason(recorded: dict, expected: dict, git_sha: str = "", since: str = "") -> str | None:
+def cap_raised_after_its_own_stop(recorded: dict, expected: dict, epochs: int | None, git_sha: str = "") -> bool:
+    """Whether ``expected`` is ``recorded`` with a higher epoch cap (``recipe.epochs``) and nothing else,
+    and the recorded run ended by its own stopping rule below its cap (``epochs``, its metrics.json's, fewer
+    than the cap it ran under). Its numbers are then those of a run under the higher cap: no recipe reads
+    the cap before it is reached. A run that reached its old cap is not, whether or not its rule would also
+    have stopped it there: it goes on from its checkpoint (rnnrepro.train.loop.raised_cap) or trains
+    again."""
+    before = (recorded.get("recipe") or {}).get("epochs")
+    after = (expected.get("recipe") or {}).get("epochs")
+    if not all(isinstance(n, int) and not isinstance(n, bool) for n in (before, after, epochs)):
+        return False
+    if after <= before or epochs >= before:
+        return False
+    return all(line.startswith("recipe.epochs ") for line in config_differences(recorded, expected, git_sha))
+
+
+def stale_reason(recorded: dict, expected: dict, git_sha: str = "", since: str = "",
+                 epochs: int | None = None) -> str | None:
     """Why a recorded config is not the cell the study file and its code make now, or None when it is:
     "<what changed><since>: <the first differences>", what changed being the cell's code
-    (:func:`code_change`) or else the study file."""
+    (:func:`code_change`) or else the study file. ``epochs``: how many the recorded run trained (its
+    metrics.json's); a run its own rule stopped below its cap stays current when only the cap was raised
+    (:func:`cap_raised_after_its_own_stop`)."""
     changed = config_differences(recorded, expected, git_sha)
-    if not changed:
+    if not changed or cap_raised_after_its_own_stop(recorded, expected, epochs, git_sha):
         return None
     return f"{code_change(recorded, expected, git_sha) or 'the study file changed'}{since}: {'; '.join(changed[:3])}"

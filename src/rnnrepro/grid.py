@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from . import layout, precision, tuning
-from .cell_identity import config_differences
+from .cell_identity import stale_reason
 from .cells import code_identity
 from .configuration import ConfigError, budgets, check_references, merged, project_root, study_file
 from .custom_cells import add_custom_cells, from_environment
@@ -366,7 +366,7 @@ def _finished(study: dict, config: dict, variant: Cell, records: Path) -> dict |
             recorded = json.loads((folder / "config.json").read_text())
         except (OSError, ValueError):
             continue
-        if isinstance(metrics, dict) and isinstance(recorded, dict) and not config_differences(recorded, expected, metrics.get("git_sha", "")) \
+        if isinstance(metrics, dict) and isinstance(recorded, dict) and stale_reason(recorded, expected, str(metrics.get("git_sha", "")), epochs=metrics.get("epochs")) is None \
                 and tuning.validation_loss(metrics) is not None and math.isfinite(tuning.validation_loss(metrics)):
             return metrics
     return None

@@ -126,7 +126,7 @@ def record_problem(study: dict, config: dict, cell: grid.Cell, records: Path) ->
         expected = grid.resolve_cell(study, config, cell)
     except TuningPending as e:
         return f"{cell.key}: stale record ({e})"
-    why = stale_reason(recorded, expected, sha)
+    why = stale_reason(recorded, expected, sha, epochs=metrics.get("epochs"))
     return f"{cell.key}: stale record ({why})" if why else None
 
 
@@ -151,8 +151,9 @@ def stale_copy(study: dict, config: dict, cell: grid.Cell) -> str | None:
         return None
     try:
         copied = json.loads((run / "config.json").read_text())
-        sha = str(json.loads((run / "metrics.json").read_text()).get("git_sha", ""))
+        metrics = json.loads((run / "metrics.json").read_text())
+        sha, epochs = str(metrics.get("git_sha", "")), metrics.get("epochs")
         expected = grid.resolve_cell(study, config, cell)
     except (OSError, ValueError, AttributeError, TuningPending):
         return None  # not there (it trains), damaged (the notebooks name it), or its rate is not chosen yet
-    return stale_reason(copied, expected, sha)
+    return stale_reason(copied, expected, sha, epochs=epochs)

@@ -298,8 +298,9 @@ def stale_problem(metrics_file: Path | str, study: dict) -> str | None:
     except (ConfigError, KeyError, ValueError) as e:
         return f"{run_dir}: its cell is not one the study file makes now ({e})"
     try:
-        sha = str(json.loads(Path(metrics_file).read_text()).get("git_sha", ""))
+        metrics = json.loads(Path(metrics_file).read_text())
+        sha, epochs = str(metrics.get("git_sha", "")), metrics.get("epochs")
     except (OSError, ValueError, AttributeError):
-        sha = ""
-    why = stale_reason(recorded, expected, sha, since=" since it was trained")
+        sha, epochs = "", None
+    why = stale_reason(recorded, expected, sha, since=" since it was trained", epochs=epochs)
     return f"{run_dir}: stale ({why})" if why else None
