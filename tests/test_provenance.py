@@ -341,3 +341,17 @@ def test_a_raised_cap_keeps_a_record_its_own_rule_stopped_below_the_old_one(one_
         (root / cell.run_dir / "config.json").write_text(
             json.dumps({**expected, "recipe": {**expected["recipe"], "epochs": cap}}))
         assert status.cell_status(root, cell, dataset, study=study).state == state
+
+
+def test_a_finetune_whose_start_stayed_best_is_not_damaged(one_record, tmp_path):
+    """A finetune none of whose epochs beat the weights it started from scores those (best_epoch 0,
+    evaluated before its first epoch, not a row of history.csv): its record is whole, while a lower best
+    said of a later epoch is still another run's."""
+    run, study, config, cell = one_record
+    metrics = json.loads((run / "metrics.json").read_text())
+    lower = metrics["best_val_loss_during_training"] - 0.01
+    (run / "metrics.json").write_text(json.dumps({**metrics, "best_val_loss_during_training": lower, "best_epoch": 0}))
+    assert records.record_problem(study, config, cell, tmp_path / "records") is None
+    (run / "metrics.json").write_text(json.dumps({**metrics, "best_val_loss_during_training": lower}))
+    problem = records.record_problem(study, config, cell, tmp_path / "records")
+    assert problem is not None and "damaged record" in problem, problem

@@ -85,7 +85,10 @@ def damage(run: Path) -> str | None:
         return (f"metrics.json says {epochs:g} epochs but history.csv ends at epoch {last:g}: the two are of "
                 f"different runs (one rolled back or copied in)")
     best, lowest = metrics.get("best_val_loss_during_training"), history["val_loss"].min()
-    if isinstance(best, (int, float)) and abs(best - lowest) > 1e-9 * abs(lowest):
+    # best_epoch 0: the weights it started from (a finetune's Base), evaluated before its first epoch and
+    # better than every epoch after, which history.csv does not list
+    started_best = metrics.get("best_epoch") == 0 and isinstance(best, (int, float)) and best < lowest
+    if isinstance(best, (int, float)) and abs(best - lowest) > 1e-9 * abs(lowest) and not started_best:
         return (f"metrics.json's best_val_loss_during_training {best:.6g} is not history.csv's lowest val_loss "
                 f"{lowest:.6g}: the two are of different runs (one rolled back or copied in)")
     finished = str(metrics.get("finished_at", ""))
