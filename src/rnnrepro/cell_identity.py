@@ -82,8 +82,9 @@ def code_change(recorded: dict, expected: dict, git_sha: str = "") -> str | None
     return None
 
 
-def cap_raised_after_its_own_stop(recorded: dict, expected: dict, epochs: int | None, git_sha: str = "") -> bool:
-    """Whether ``expected`` is ``recorded`` with a higher epoch cap (``recipe.epochs``) and nothing else,
+def cap_raised_after_its_own_stop(recorded: dict, expected: dict, epochs: int | None, changed: list[str]) -> bool:
+    """Whether ``expected`` is ``recorded`` with a higher epoch cap (``recipe.epochs``) and nothing else
+    (``changed``: their :func:`config_differences`),
     and the recorded run ended by its own stopping rule below its cap (``epochs``, its metrics.json's, fewer
     than the cap it ran under). Its numbers are then those of a run under the higher cap: no recipe reads
     the cap before it is reached. A run that reached its old cap is not, whether or not its rule would also
@@ -95,7 +96,7 @@ def cap_raised_after_its_own_stop(recorded: dict, expected: dict, epochs: int | 
         return False
     if after <= before or epochs >= before:
         return False
-    return all(line.startswith("recipe.epochs ") for line in config_differences(recorded, expected, git_sha))
+    return all(line.startswith("recipe.epochs ") for line in changed)
 
 
 def stale_reason(recorded: dict, expected: dict, git_sha: str = "", since: str = "",
@@ -106,6 +107,6 @@ def stale_reason(recorded: dict, expected: dict, git_sha: str = "", since: str =
     metrics.json's); a run its own rule stopped below its cap stays current when only the cap was raised
     (:func:`cap_raised_after_its_own_stop`)."""
     changed = config_differences(recorded, expected, git_sha)
-    if not changed or cap_raised_after_its_own_stop(recorded, expected, epochs, git_sha):
+    if not changed or cap_raised_after_its_own_stop(recorded, expected, epochs, changed):
         return None
     return f"{code_change(recorded, expected, git_sha) or 'the study file changed'}{since}: {'; '.join(changed[:3])}"
