@@ -21,9 +21,9 @@
 # noise), or `not tested` (with the reason: synthetic data, a budget that cannot answer the claim and
 # the GPU-hours that would, a row the budget leaves out, a table that could not be built). Beside each:
 # the paper's numbers, our effect and the paper's (in nats for perplexities), the interval, the ratio
-# ours / paper, the minimum detectable effect, the flags (fragile, still improving, capped), the models'
-# parameters and scale against the paper's, and the same claim at the budget's other scale where the
-# study has one. `paper_check` is the same check on the paper's own numbers.
+# ours / paper, the minimum detectable effect, the flags (fragile, still improving, capped, rate at grid
+# edge), the models' parameters and scale against the paper's, and the same claim at the budget's other
+# scale where the study has one. `paper_check` is the same check on the paper's own numbers.
 
 # %% tags=["parameters"]
 run_config = {"budget": "paper", "seeds": [1111], "studies": ["pru"]}

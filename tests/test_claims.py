@@ -16,7 +16,7 @@ from conftest import copy_project, python_in, render_status, snakemake
 
 from rnnrepro import grid
 from rnnrepro.analysis.claims import (CAPPED, COLUMNS, COUNTED, FRAGILE, HELD, INCONCLUSIVE, NOT_HELD, NOT_TESTABLE,
-                                      NOT_TESTED, NOT_YET_RUN, OTHER_SCALE_COLUMNS, STILL_IMPROVING, ClaimError,
+                                      NOT_TESTED, NOT_YET_RUN, OTHER_SCALE_COLUMNS, RATE_AT_EDGE, STILL_IMPROVING, ClaimError,
                                       beside_other_scales, cases, check_claims, check_holds, evaluate_study, scorecard,
                                       read_scorecard, seed_verdict)
 from rnnrepro.analysis.claims import outputs as claims_outputs
@@ -952,3 +952,28 @@ def test_readme_section_shows_the_other_scales_effect():
     # the other scale's flags are kept beside its effect
     card.loc[0, "other_scale_flags"] = f"{FRAGILE}, {STILL_IMPROVING}"
     assert "| held | fragile | cpu_wide: held, -0.05 [-0.07, -0.03] (fragile, still improving) |" in section({"cpu": card})
+
+
+def test_rate_at_grid_edge_flag_names_the_model_its_rate_and_the_end(tmp_path):
+    """Row a's runs train at the lowest rate of their tuning grid, row b's at one inside it: only a is
+    flagged, with its rate; a run no tuning chose (no `tuning` in its config) is never flagged."""
+    from rnnrepro.analysis.run_endings import rate_at_edge, run_endings
+
+    study = {**toy_study(value="test_loss"), "models": {"a": {}, "b": {}, "c": {}}}
+    config = {"budget": "cpu", "seeds": [1, 2, 3]}
+    for seed in (1, 2, 3):
+        for model, factor in (("a", 0.5), ("b", 1)):
+            write_toy_run(tmp_path, model, seed, [5.0, 4.0, 4.5, 4.6, 4.7, 4.8, 4.9, 5.0], cap=100)
+            folder = tmp_path / "runs" / grid.Cell("toy", "ptb", model, 100, seed, "cpu").key
+            run_config = json.loads((folder / "config.json").read_text())
+            run_config["recipe"]["lr"] = 0.001 * factor
+            run_config["tuning"] = {"lr_factor": factor, "lr_factors": [0.5, 1, 2, 4], "seeds": [1000]}
+            (folder / "config.json").write_text(json.dumps(run_config))
+    runs = run_endings({"toy": study}, config, tmp_path)
+    assert list(runs.drop_duplicates("model").set_index("model")["lr_edge"]) == ["lowest", ""]
+    table = seeded_table([60.0, 61.0, 62.0], [63.0, 64.0, 65.0], "test_loss")
+    row = {r["claim"]: r for r in evaluate_study(study, config, {"toy_t": table}, runs=runs)}["a_beats_b[dataset=ptb]"]
+    assert row["flags"] == RATE_AT_EDGE
+    assert row["flag_notes"] == f"{RATE_AT_EDGE}: a at 0.5 x its recipe's rate (lr 0.0005), the lowest factor its tuning tried"
+    assert rate_at_edge({"tuning": {"lr_factor": 4, "lr_factors": [0.5, 1, 2, 4]}}) == "highest"
+    assert rate_at_edge({"recipe": {"lr": 30}}) == ""

@@ -9,6 +9,9 @@ rule's own measure, :func:`stopped_by_patience_on_the_best`). The rate it was im
 its training (from the last check at or before 90 % of the way to the end), given as the share of
 validation perplexity (exp of the loss) lost per epoch: ``0.17`` means 0.17 % an epoch.
 
+A run that trains at a learning rate its tuning chose at the edge of its grid has ``lr_edge`` (the
+scorecard's ``rate at grid edge``): the best rate for it may lie beyond those tried.
+
 The runs behind a table row are its model's cells and the cells they were finetuned from (a finetuned
 LRN row rests on its Base run too). Reads run folders only (config.json, metrics.json, history.csv); a
 cell without a metrics.json is left out.
@@ -26,7 +29,7 @@ from .. import grid
 from .run_files import read_history, stale_problem
 
 COLUMNS = ["study", "artifact", "dataset", "behind", "model", "seed", "epochs", "epoch_cap", "capped",
-           "improving_pct", "params"]
+           "improving_pct", "params", "lr", "lr_factor", "lr_edge"]
 #: the share of training, counted back from its end, over which the final rate of improvement is measured
 FINAL_SHARE = 0.1
 
@@ -72,6 +75,17 @@ def improving_pct_per_epoch(history: pd.DataFrame) -> float:
     return 100 * (1 - math.exp(-fall)) if fall > 0 else math.nan
 
 
+def rate_at_edge(config: dict) -> str:
+    """``lowest`` or ``highest`` when the run trains at the learning rate its tuning chose at that end of
+    its grid (config ``tuning``: ``lr_factor`` among ``lr_factors``), so a better rate may lie beyond the
+    rates tried; "" for a rate inside its grid, or a run no tuning chose."""
+    tuning = config.get("tuning") or {}
+    factor, factors = tuning.get("lr_factor"), tuning.get("lr_factors") or []
+    if factor is None or len(factors) < 2:
+        return ""
+    return "lowest" if factor == min(factors) else "highest" if factor == max(factors) else ""
+
+
 def run_ending(run_dir: Path) -> dict | None:
     """One run's epochs, cap, improving rate and parameters; None when it has no metrics.json."""
     metrics_file = run_dir / "metrics.json"
@@ -88,7 +102,8 @@ def run_ending(run_dir: Path) -> dict | None:
         improving = math.nan  # its own rule judged it converged: any fall left is below the rule's threshold
     return {"model": metrics["model"], "dataset": metrics["dataset"], "seed": metrics["seed"], "epochs": epochs,
             "epoch_cap": cap, "capped": stopped_by_epoch_cap(recipe, epochs),
-            "improving_pct": improving, "params": metrics.get("params", math.nan)}
+            "improving_pct": improving, "params": metrics.get("params", math.nan), "lr": recipe.get("lr"),
+            "lr_factor": (config.get("tuning") or {}).get("lr_factor"), "lr_edge": rate_at_edge(config)}
 
 
 def run_endings(studies: dict, config: dict, root: Path | str | None = None) -> pd.DataFrame:

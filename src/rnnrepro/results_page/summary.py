@@ -83,7 +83,7 @@ def paragraph(paper: dict, scale: dict, seeds: list[int], budget: str) -> str:
     if size:
         sentences.append("Scale: " + ", ".join(size) + ".")
     if trained:
-        flagged = {flag: sum(flag in v["flags"] for v in trained) for flag in ("still improving", "fragile", "capped", "seeds so far")}
+        flagged = {flag: sum(flag in v["flags"] for v in trained) for flag in ("still improving", "fragile", "capped", "rate at grid edge", "seeds so far")}
         flags = ", ".join(f"{n} {flag}" for flag, n in flagged.items() if n)
         samples = sorted({v["seeds"] for v in trained if v["seeds"]})
         # the seeds behind the decided rows, not the budget's list (a study may run fewer, a row one value)

@@ -11,7 +11,7 @@ import pandas as pd
 from ... import grid
 from .. import run_endings
 
-from .spec import CAPPED, COUNTED, Case, DEFAULT_TESTABLE, STILL_IMPROVING, is_synthetic
+from .spec import CAPPED, COUNTED, Case, DEFAULT_TESTABLE, RATE_AT_EDGE, STILL_IMPROVING, is_synthetic
 from .rules import _label, _matches, _number, pairs_needed
 
 
@@ -125,7 +125,7 @@ def _runs_behind(runs: pd.DataFrame | None, study: dict, artifact: str, table: p
 
 
 def _flag_notes(claim: dict, behind: list[pd.DataFrame]) -> list[tuple[str, str]]:
-    """(flag, what it rests on) for the runs behind each row: still improving, capped."""
+    """(flag, what it rests on) for the runs behind each row: still improving, capped, rate at grid edge."""
     notes = []
     for flag, column in ((STILL_IMPROVING, "improving_pct"), (CAPPED, "capped")):
         parts = []
@@ -143,6 +143,18 @@ def _flag_notes(claim: dict, behind: list[pd.DataFrame]) -> list[tuple[str, str]
                                  f"epoch cap")
         if parts:
             notes.append((flag, "; ".join(dict.fromkeys(parts))))
+    parts = []
+    for runs in behind:
+        if "lr_edge" not in runs:
+            continue
+        for model, own in runs.drop_duplicates(["model", "dataset", "seed"]).groupby("model", sort=False):
+            edge = own[own["lr_edge"].fillna("") != ""]
+            if not edge.empty:
+                first = edge.iloc[0]
+                parts.append(f"{model} at {first['lr_factor']:g} x its recipe's rate (lr {first['lr']:g}), the "
+                             f"{first['lr_edge']} factor its tuning tried")
+    if parts:
+        notes.append((RATE_AT_EDGE, "; ".join(dict.fromkeys(parts))))
     return notes
 
 

@@ -25,7 +25,7 @@ NOT_TESTABLE = "not testable at this scale"
 DECIDED = (HELD, NOT_HELD, INCONCLUSIVE)
 
 
-FRAGILE, STILL_IMPROVING, CAPPED = "fragile", "still improving", "capped"
+FRAGILE, STILL_IMPROVING, CAPPED, RATE_AT_EDGE = "fragile", "still improving", "capped", "rate at grid edge"
 # a verdict read from a table rendered from the records of some of its cells (the seeds so far)
 SEEDS_SO_FAR = "seeds so far"
 # the state of an artifact rendered from the records of some of its cells (rnnrepro.records.rendering)
