@@ -216,6 +216,62 @@ def test_grow_stopped_by_a_signal_says_which_and_stops_its_running_units(capsys)
     assert grower.why_stopped == "Ctrl-C"
 
 
+def test_a_stopped_unit_whose_snakemake_hangs_is_killed_once_its_training_has_ended(tmp_path, capsys):
+    """After SIGTERM, a unit's Snakemake that stays (seen: idle for minutes after its trainer had written
+    its checkpoint and exited) gets SIGKILL once its cells have had no trainer for the grace period, and
+    not while a trainer still runs."""
+    import argparse
+    import signal
+    import subprocess
+    import threading
+    import time
+    import types
+
+    from rnnrepro.records import Grower, Unit
+    from rnnrepro.train import progress_file
+
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    name = "lrn/ptb/lrn_ft/frac10/seed1115"
+    unit = Unit(name, "lrn", [types.SimpleNamespace(run_dir=str(run_dir))], [], [])
+    grower = Grower("cpu", [unit], {}, {}, argparse.Namespace(minutes=60, threads=1, config=[]))
+    # the trainer: holds the cell's trainer.lock for 3 s after SIGTERM, as one writing its checkpoint
+    trainer = subprocess.Popen([sys.executable, "-c", "import sys, time; from rnnrepro.train import progress_file; "
+                                "progress_file.hold_lock(sys.argv[1]); print('held', flush=True); time.sleep(3)",
+                                str(run_dir)], stdout=subprocess.PIPE, text=True)
+    assert trainer.stdout.readline() == "held\n"
+    assert progress_file.another_trainer(run_dir)
+    # its Snakemake: deaf to SIGTERM
+    hung = subprocess.Popen([sys.executable, "-c", "import signal, time; signal.signal(signal.SIGTERM, "
+                             "signal.SIG_IGN); print('deaf', flush=True); time.sleep(120)"],
+                            start_new_session=True, stdout=subprocess.PIPE, text=True)
+    assert hung.stdout.readline() == "deaf\n"
+    grower.running[name] = hung
+    ended = {}
+
+    def worker():
+        ended["code"] = hung.wait()
+        ended["at"] = time.monotonic()
+        with grower.lock:
+            grower.running.pop(name)
+
+    thread = threading.Thread(target=worker)
+    thread.start()
+    try:
+        told = time.monotonic()
+        grower.stop_running()
+        grower.end_stopped([thread], grace=1, limit=60)
+        thread.join(timeout=10)
+    finally:
+        hung.kill()
+        trainer.kill()
+    assert ended["code"] == -signal.SIGKILL
+    assert trainer.wait() == 0  # the trainer ended on its own, before the kill
+    assert 3 <= ended["at"] - told < 30  # the trainer's 3 s (less its start) and the grace's 1
+    out = capsys.readouterr().out
+    assert f"{name}: its Snakemake had not ended 1 s after its training ended" in out, out
+
+
 def test_grow_workers_take_each_unit_once_with_its_own_position():
     """Two workers asking at once get different units, numbered 1, 2, ... in the order they were taken."""
     import argparse

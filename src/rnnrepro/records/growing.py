@@ -29,6 +29,12 @@ from .packing import pack_run, pack_speed, packed_files
 from .units import Unit, _load, units
 
 
+# A stopped unit's Snakemake is given this long after the last of its trainers has ended (or after SIGTERM,
+# however long training takes to write its checkpoint) before grow kills it (Grower.end_stopped).
+STOP_GRACE_SECONDS = 30
+STOP_LIMIT_SECONDS = 600
+
+
 class Grower:
     """The workers of ``grow``: each runs one unit at a time through Snakemake and records it."""
 
@@ -39,6 +45,7 @@ class Grower:
         self.lock = threading.Lock()
         self.saying = threading.Lock()
         self.running: dict[str, subprocess.Popen] = {}
+        self.units = {unit.name: unit for unit in todo}
         self.done: list[str] = []
         self.failed: list[str] = []
         self.interrupted: list[str] = []
@@ -195,6 +202,40 @@ class Grower:
             except ProcessLookupError:
                 pass
 
+    def end_stopped(self, workers: list[threading.Thread], grace: float = STOP_GRACE_SECONDS,
+                    limit: float = STOP_LIMIT_SECONDS) -> None:
+        """Wait for the units told to stop. A unit's Snakemake that is still there ``grace`` seconds after
+        the last trainer of its cells ended (its resume checkpoint written), or ``limit`` seconds after
+        SIGTERM, gets SIGKILL, its whole process group with it: told to stop, Snakemake has been seen to
+        sit idle for minutes after its job had ended. A later grow resumes the unit from its checkpoint."""
+        told, quiet_since, killed = time.monotonic(), {}, set()
+        while any(worker.is_alive() for worker in workers):
+            now = time.monotonic()
+            with self.lock:
+                processes = list(self.running.items())
+            for name, process in processes:
+                unit = self.units.get(name)
+                if name in killed:  # (its worker thread has yet to see it end)
+                    continue
+                training = bool(unit) and any(progress_file.another_trainer(Path(cell.run_dir)) for cell in unit.cells)
+                if training:
+                    quiet_since.pop(name, None)
+                else:
+                    quiet_since.setdefault(name, now)
+                waited = now - quiet_since.get(name, now)
+                if (training or waited < grace) and now - told < limit:
+                    continue
+                killed.add(name)
+                why = (f"its training still running {now - told:.0f} s after SIGTERM" if training else
+                       f"{waited:.0f} s after its training ended ({now - told:.0f} s after SIGTERM)")
+                self.say(f"{name}: its Snakemake had not ended {why}: SIGKILL to its process group")
+                try:
+                    os.killpg(process.pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+            for worker in workers:
+                worker.join(timeout=1)
+
     def stop_now(self, signum, frame) -> None:
         """SIGTERM or Ctrl-C: the deadline is now (running units checkpoint and stop, none starts)."""
         self.why_stopped = "Ctrl-C" if signum == signal.SIGINT else signal.Signals(signum).name
@@ -209,8 +250,7 @@ class Grower:
         while any(worker.is_alive() for worker in workers):
             if time.monotonic() >= self.deadline:
                 self.stop_running()
-                for worker in workers:
-                    worker.join()
+                self.end_stopped(workers)
                 break
             time.sleep(2)
 
