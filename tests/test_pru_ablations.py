@@ -188,6 +188,24 @@ def test_table3_counts_in_detail(study):
     assert pru_params(600, 600, 4, 6, input_transform="glt", context_transform="glt") == 484_800
 
 
+def test_the_tables_pru_defaults_are_the_layers_own_and_need_no_torch():
+    """The options a table fills in are PRULayer's signature defaults, read without importing torch."""
+    import inspect
+    import subprocess
+    import sys
+
+    from rnnrepro.cells.pru import PRULayer
+
+    signature = {name: p.default for name, p in inspect.signature(PRULayer).parameters.items()
+                 if p.default is not inspect.Parameter.empty}
+    assert pru.pru_defaults() == signature and len(signature) == 6
+    pru.pru_defaults()["subsample"] = "max"  # a caller's change stays its own
+    assert pru.pru_defaults()["subsample"] == "avg"
+    fresh = subprocess.run([sys.executable, "-c", "import sys; from rnnrepro.analysis.pru import pru_defaults; "
+                            "pru_defaults(); print('torch' in sys.modules)"], capture_output=True, text=True)
+    assert fresh.stdout.strip() == "False", fresh.stderr
+
+
 def test_table3_labels_follow_the_cell_options(study):
     cells = pd.DataFrame([{"cell": "pru", "hidden_size": 600, "params": 1, "params_recurrent": 1,
                            **{f"opt_{k}": v for k, v in study["models"][m]["cell_options"].items()}, "model": m}

@@ -29,7 +29,8 @@ printed values sit beside them as ``paper_*`` columns.
 
 from __future__ import annotations
 
-import inspect
+import ast
+import functools
 from collections import Counter, defaultdict
 from pathlib import Path
 
@@ -65,11 +66,20 @@ UNTAGGED = {"<unk>", "<eos>"}
 
 
 def pru_defaults() -> dict:
-    """The PRU layer's own defaults for the options a model may leave out (subsample, residual, ...)."""
-    from ..cells.pru import PRULayer
+    """The PRU layer's own defaults for the options a model may leave out (subsample, residual, ...): read
+    from the source of ``PRULayer.__init__`` rather than by importing the cell, which would import torch
+    (about 1.5 CPU-seconds) into every notebook that fills in a table's options."""
+    return dict(_layer_defaults())
 
-    return {name: p.default for name, p in inspect.signature(PRULayer).parameters.items()
-            if p.default is not inspect.Parameter.empty}
+
+@functools.cache
+def _layer_defaults() -> dict:
+    source = Path(__file__).resolve().parent.parent / "cells" / "pru.py"
+    tree = ast.parse(source.read_text(), str(source))
+    layer = next(node for node in tree.body if isinstance(node, ast.ClassDef) and node.name == "PRULayer")
+    init = next(node for node in layer.body if isinstance(node, ast.FunctionDef) and node.name == "__init__")
+    arguments = init.args.args[len(init.args.args) - len(init.args.defaults):]
+    return {argument.arg: ast.literal_eval(default) for argument, default in zip(arguments, init.args.defaults)}
 
 
 def with_cell_options(cells: pd.DataFrame) -> pd.DataFrame:
