@@ -12,8 +12,7 @@ from pathlib import Path
 import pandas as pd
 
 from ..analysis.claims import (CAPPED, COUNTED, FRAGILE, HELD, INCONCLUSIVE, NOT_HELD, NOT_TESTABLE, NOT_TESTED,
-                               RATE_AT_EDGE,
-                               NOT_YET_RUN, SEEDS_SO_FAR, STILL_IMPROVING)
+                               NOT_YET_RUN, RATE_AT_EDGE, SEEDS_SO_FAR, STILL_IMPROVING)
 from .words import Namer, case_of, case_words, effect_words, items_words
 from ..analysis.claims import IN_PART
 

@@ -5,7 +5,8 @@ arithmetic."""
 
 from __future__ import annotations
 
-from ..analysis.claims import HELD, INCONCLUSIVE, NOT_HELD, NOT_TESTABLE, NOT_TESTED, NOT_YET_RUN
+from ..analysis.claims import (CAPPED, FRAGILE, HELD, INCONCLUSIVE, NOT_HELD, NOT_TESTABLE, NOT_TESTED, NOT_YET_RUN,
+                               RATE_AT_EDGE, SEEDS_SO_FAR, STILL_IMPROVING)
 from ..analysis.plotting import counted as counted_words
 
 
@@ -83,7 +84,7 @@ def paragraph(paper: dict, scale: dict, seeds: list[int], budget: str) -> str:
     if size:
         sentences.append("Scale: " + ", ".join(size) + ".")
     if trained:
-        flagged = {flag: sum(flag in v["flags"] for v in trained) for flag in ("still improving", "fragile", "capped", "rate at grid edge", "seeds so far")}
+        flagged = {flag: sum(flag in v["flags"] for v in trained) for flag in (STILL_IMPROVING, FRAGILE, CAPPED, RATE_AT_EDGE, SEEDS_SO_FAR)}
         flags = ", ".join(f"{n} {flag}" for flag, n in flagged.items() if n)
         samples = sorted({v["seeds"] for v in trained if v["seeds"]})
         # the seeds behind the decided rows, not the budget's list (a study may run fewer, a row one value)
