@@ -235,3 +235,23 @@ def test_each_table_links_its_latex_and_markdown_beside_its_csv(tmp_path, monkey
     for href in ("tables/pru_table1.csv", "tables/pru_table1.tex", "tables/pru_table1.md"):
         assert f'<a href="{href}">' in html, href
     assert "LaTeX" in html and "Markdown" in html
+
+
+def test_the_protocol_sentence_counts_each_studys_grid_from_its_study_file():
+    from rnnrepro import grid
+    from rnnrepro.results_page.summary import protocol
+
+    studies = {name: grid.load_study(name) for name in ("pru", "lru", "lrn", "nlstm")}
+    rates = {name: len(grid.tuned_settings(study, {"budget": "cpu"})["tuning"]["lr_factors"])
+             for name, study in studies.items()}
+    sentence = protocol(studies, "cpu")
+    for count in set(rates.values()):
+        named = [name for name, n in rates.items() if n == count]
+        assert f"{named[-1]}: {count} learning rates, 1 seed each" in sentence, sentence
+    assert "5 seeds a row" in sentence
+    # a study whose grid grows is counted apart from the others
+    wider = copy.deepcopy(studies)
+    wider["pru"]["budgets"]["cpu"]["artifacts"]["tuning"]["tuning"]["lr_factors"] = [0.25, 0.5, 1, 2, 4, 8]
+    assert "pru: 6 learning rates, 1 seed each" in protocol(wider, "cpu")
+    # the recipes' own rates (no tuning) and the synthetic smoke run say nothing of a protocol
+    assert protocol(studies, "paper") == protocol(studies, "smoke") == ""

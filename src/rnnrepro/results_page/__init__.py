@@ -43,7 +43,7 @@ from ..train.files import write_text_atomic
 from .facts import machines, study_scales
 from .scorecard import (artifact_of_table, paper_groups, not_tested_reasons, scorecard_seeds, tiles,
                         verdict_class, verdict_counts)
-from .summary import headline_claims, paragraph
+from .summary import headline_claims, paragraph, protocol
 from .tables import DamagedOutput, artifact_views, column_order, data_uri, number_text
 from .words import Namer, trained_sizes
 
@@ -93,7 +93,7 @@ def build(run_config: dict, states: dict[str, str] | None = None, now: datetime.
     by_budget = Path(grid.RESULTS) / layout.BY_BUDGET[1]
     views = artifact_views(studies, config, root, states or {})
     page = environment().get_template(TEMPLATE).render(
-        budget=budget, synthetic=budget == grid.SMOKE, seeds=seeds,
+        budget=budget, synthetic=budget == grid.SMOKE, seeds=seeds, protocol=protocol(studies, budget),
         built=(now or datetime.datetime.now(datetime.timezone.utc)).strftime("%Y-%m-%d %H:%M UTC"),
         total=len(card), papers=papers, mine=mine, tiles=tiles(papers), not_tested=not_tested_reasons(papers),
         other_scales=sorted({s for s in card["other_scale"].fillna("").astype(str) if s}),

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from ..analysis.claims import (CAPPED, FRAGILE, HELD, INCONCLUSIVE, NOT_HELD, NOT_TESTABLE, NOT_TESTED, NOT_YET_RUN,
                                RATE_AT_EDGE, SEEDS_SO_FAR, STILL_IMPROVING)
+from .. import grid
 from ..analysis.plotting import counted as counted_words
 
 
@@ -92,3 +93,35 @@ def paragraph(paper: dict, scale: dict, seeds: list[int], budget: str) -> str:
                                          "one value per row")
                          + (f"; flagged: {flags}" if flags else "; no flags") + ".")
     return " ".join(sentences)
+
+
+def _listed(names: list[str]) -> str:
+    """["pru", "lru", "lrn"] -> "pru, lru and lrn"."""
+    return names[0] if len(names) == 1 else f"{', '.join(names[:-1])} and {names[-1]}"
+
+
+def protocol(studies: dict[str, dict], budget: str) -> str:
+    """How a tuning budget trained its compared rows, from the study files: each study's grid of
+    learning rates and its tuning seeds, grouped where they agree ("pru, lru and lrn: 4 learning rates,
+    1 seed each"), and the seeds a row; empty where no study of the budget tunes (its recipes' rates) or
+    the budget is the synthetic smoke run (it tunes one tiny model, to run the path)."""
+    if budget == grid.SMOKE:
+        return ""
+    grids, rows = {}, {}
+    for name, study in studies.items():
+        spec = grid.tuned_settings(study, {"budget": budget})
+        if spec is None:
+            continue
+        key = (len(spec["tuning"]["lr_factors"]), len(spec["seeds"]))
+        grids.setdefault(key, []).append(name)
+        seeds = study.get("budgets", {}).get(budget, {}).get("seeds")
+        if seeds:
+            rows.setdefault(len(seeds), []).append(name)
+    if not grids:
+        return ""
+    tuned = "; ".join(f"{_listed(names)}: {counted_words(rates, 'learning rate')}, {counted_words(seeds, 'seed')} each"
+                      for (rates, seeds), names in grids.items())
+    per_row = (f"{counted_words(next(iter(rows)), 'seed')} a row" if len(rows) == 1 else
+               "; ".join(f"{_listed(names)}: {counted_words(n, 'seed')} a row" for n, names in rows.items()))
+    return (f"The compared rows: each unit at its own learning rate, chosen on validation ({tuned}), every run "
+            f"stopped by patience on its best validation loss, {per_row}.")
