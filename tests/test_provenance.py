@@ -355,3 +355,47 @@ def test_a_finetune_whose_start_stayed_best_is_not_damaged(one_record, tmp_path)
     (run / "metrics.json").write_text(json.dumps({**metrics, "best_val_loss_during_training": lower}))
     problem = records.record_problem(study, config, cell, tmp_path / "records")
     assert problem is not None and "damaged record" in problem, problem
+
+
+def test_a_tuning_grid_grown_around_the_chosen_rate_keeps_the_tuned_records(tmp_path, monkeypatch):
+    """A tuned run's record stays current when its study's grid of learning rates gained rates and still
+    chose the one the run trained at (its numbers are those of a run under the wider grid); a grid that
+    lost a rate, or one that chose another rate, makes it stale. The edge flag then reads the wider grid."""
+    from rnnrepro import grid
+    from rnnrepro.analysis.run_endings import rate_at_edge
+    from rnnrepro.tuning import TuningPending
+
+    monkeypatch.chdir(REPO_ROOT)
+    config, studies = records._load("cpu", Path("config/config.yaml"), ["lru"])
+    for cell in (c for unit in records.units(studies, config) for c in unit.cells):
+        if not (records.record_of(cell, Path("records")) / "metrics.json").exists():
+            continue
+        try:
+            resolved = grid.resolve_cell(studies["lru"], config, cell)
+        except TuningPending:
+            continue
+        if (resolved.get("tuning") or {}).get("lr_factors"):
+            break
+    else:
+        pytest.fail("no recorded cpu cell of lru trained at a tuned rate")
+    target = records.record_of(cell, tmp_path / "records")
+    shutil.copytree(records.record_of(cell, Path("records")), target)
+    chosen, factors = resolved["tuning"]["lr_factor"], resolved["tuning"]["lr_factors"]
+    fewer = [f for f in factors if f != chosen][1:] + [chosen]
+
+    def recorded_with(**tuning):
+        (target / "config.json").write_text(json.dumps({**resolved, "tuning": {**resolved["tuning"], **tuning}}))
+        return records.record_problem(studies["lru"], config, cell, tmp_path / "records")
+
+    assert recorded_with() is None
+    assert recorded_with(lr_factors=sorted(fewer)) is None  # trained when the grid had one rate fewer
+    more = recorded_with(lr_factors=sorted(factors + [max(factors) * 2]))  # the grid lost a rate since
+    assert more is not None and "stale record" in more and "tuning.lr_factors" in more, more
+    other = next(f for f in factors if f != chosen)
+    moved = recorded_with(lr_factors=sorted(fewer), lr_factor=other)  # the wider grid chose another rate
+    assert moved is not None and "stale record" in moved and "tuning.lr_factor " in moved, moved
+
+    at_edge = {"tuning": {"lr_factor": 1, "lr_factors": [1, 2, 4]}}
+    assert rate_at_edge(at_edge) == "lowest"
+    assert rate_at_edge(at_edge, grid_now=[0.5, 1, 2, 4]) == ""  # the grid grew past it: bracketed now
+    assert rate_at_edge(at_edge, grid_now=[1, 2]) == "lowest"  # a grid that is not a wider one is not read
