@@ -358,42 +358,40 @@ def test_a_finetune_whose_start_stayed_best_is_not_damaged(one_record, tmp_path)
 
 
 def test_a_tuning_grid_grown_around_the_chosen_rate_keeps_the_tuned_records(tmp_path, monkeypatch):
-    """A tuned run's record stays current when its study's grid of learning rates gained rates and still
-    chose the one the run trained at (its numbers are those of a run under the wider grid); a grid that
-    lost a rate, or one that chose another rate, makes it stale. The edge flag then reads the wider grid."""
-    from rnnrepro import grid
+    """A tuned run stays current when its study's grid of learning rates gained rates and still chose the
+    one the run trained at (its numbers are those of a run under the wider grid); a grid that lost a rate,
+    or one that chose another rate, makes it stale. The edge flag then reads the wider grid."""
+    from rnnrepro import grid, tuning
     from rnnrepro.analysis.run_endings import rate_at_edge
-    from rnnrepro.tuning import TuningPending
+    from rnnrepro.cell_identity import stale_reason
 
-    monkeypatch.chdir(REPO_ROOT)
-    config, studies = records._load("cpu", Path("config/config.yaml"), ["lru"])
-    for cell in (c for unit in records.units(studies, config) for c in unit.cells):
-        if not (records.record_of(cell, Path("records")) / "metrics.json").exists():
-            continue
-        try:
-            resolved = grid.resolve_cell(studies["lru"], config, cell)
-        except TuningPending:
-            continue
-        if (resolved.get("tuning") or {}).get("lr_factors"):
-            break
-    else:
-        pytest.fail("no recorded cpu cell of lru trained at a tuned rate")
-    target = records.record_of(cell, tmp_path / "records")
-    shutil.copytree(records.record_of(cell, Path("records")), target)
-    chosen, factors = resolved["tuning"]["lr_factor"], resolved["tuning"]["lr_factors"]
-    fewer = [f for f in factors if f != chosen][1:] + [chosen]
+    monkeypatch.chdir(tmp_path)
+    study, config = grid.load_study("nlstm"), {"budget": "cpu", "precision": "fp32", "device": "auto"}
+    cell = next(c for c in grid.artifact_cells(study, config, "test") if c.model == "lstm_2x600")
+    factors = grid.tuned_settings(study, config)["tuning"]["lr_factors"]
+    losses = {f: 2.0 + abs(f - factors[1]) for f in factors}  # the second factor is the best
+    for variant in grid.tuning_cells_of(study, config, cell):  # the tuning runs, finished (hand-written)
+        folder = Path(variant.run_dir)
+        folder.mkdir(parents=True)
+        (folder / "config.json").write_text(json.dumps(grid.resolve_cell(study, config, variant)))
+        factor = tuning.parse_variant(variant.model)[1]
+        (folder / "metrics.json").write_text(json.dumps({"val_cross_entropy": losses[factor], "epochs": 6}))
+    expected = grid.resolve_cell(study, config, cell)
+    chosen = expected["tuning"]["lr_factor"]
+    assert chosen == factors[1]
 
     def recorded_with(**tuning):
-        (target / "config.json").write_text(json.dumps({**resolved, "tuning": {**resolved["tuning"], **tuning}}))
-        return records.record_problem(studies["lru"], config, cell, tmp_path / "records")
+        return stale_reason({**expected, "tuning": {**expected["tuning"], **tuning}}, expected)
 
     assert recorded_with() is None
-    assert recorded_with(lr_factors=sorted(fewer)) is None  # trained when the grid had one rate fewer
-    more = recorded_with(lr_factors=sorted(factors + [max(factors) * 2]))  # the grid lost a rate since
-    assert more is not None and "stale record" in more and "tuning.lr_factors" in more, more
-    other = next(f for f in factors if f != chosen)
-    moved = recorded_with(lr_factors=sorted(fewer), lr_factor=other)  # the wider grid chose another rate
-    assert moved is not None and "stale record" in moved and "tuning.lr_factor " in moved, moved
+    assert recorded_with(lr_factors=factors[:-1]) is None  # trained when the grid had one rate fewer
+    lost = recorded_with(lr_factors=factors + [factors[-1] * 2])  # the grid lost a rate since
+    assert lost is not None and "tuning.lr_factors" in lost, lost
+    moved = recorded_with(lr_factors=factors[:-1], lr_factor=factors[0])  # it chose another rate then
+    assert moved is not None and "tuning.lr_factor " in moved, moved
+    other_lr = stale_reason({**expected, "tuning": {**expected["tuning"], "lr_factors": factors[:-1]},
+                             "recipe": {**expected["recipe"], "lr": expected["recipe"]["lr"] * 2}}, expected)
+    assert other_lr is not None and "recipe.lr" in other_lr, other_lr
 
     at_edge = {"tuning": {"lr_factor": 1, "lr_factors": [1, 2, 4]}}
     assert rate_at_edge(at_edge) == "lowest"
