@@ -355,3 +355,45 @@ def test_a_finetune_whose_start_stayed_best_is_not_damaged(one_record, tmp_path)
     (run / "metrics.json").write_text(json.dumps({**metrics, "best_val_loss_during_training": lower}))
     problem = records.record_problem(study, config, cell, tmp_path / "records")
     assert problem is not None and "damaged record" in problem, problem
+
+
+def test_a_tuning_grid_grown_around_the_chosen_rate_keeps_the_tuned_records(tmp_path, monkeypatch):
+    """A tuned run stays current when its study's grid of learning rates gained rates and still chose the
+    one the run trained at (its numbers are those of a run under the wider grid); a grid that lost a rate,
+    or one that chose another rate, makes it stale. The edge flag then reads the wider grid."""
+    from rnnrepro import grid, tuning
+    from rnnrepro.analysis.run_endings import rate_at_edge
+    from rnnrepro.cell_identity import stale_reason
+
+    monkeypatch.chdir(tmp_path)
+    study, config = grid.load_study("nlstm"), {"budget": "cpu", "precision": "fp32", "device": "auto"}
+    cell = next(c for c in grid.artifact_cells(study, config, "test") if c.model == "lstm_2x600")
+    factors = grid.tuned_settings(study, config)["tuning"]["lr_factors"]
+    losses = {f: 2.0 + abs(f - factors[1]) for f in factors}  # the second factor is the best
+    for variant in grid.tuning_cells_of(study, config, cell):  # the tuning runs, finished (hand-written)
+        folder = Path(variant.run_dir)
+        folder.mkdir(parents=True)
+        (folder / "config.json").write_text(json.dumps(grid.resolve_cell(study, config, variant)))
+        factor = tuning.parse_variant(variant.model)[1]
+        (folder / "metrics.json").write_text(json.dumps({"val_cross_entropy": losses[factor], "epochs": 6}))
+    expected = grid.resolve_cell(study, config, cell)
+    chosen = expected["tuning"]["lr_factor"]
+    assert chosen == factors[1]
+
+    def recorded_with(**tuning):
+        return stale_reason({**expected, "tuning": {**expected["tuning"], **tuning}}, expected)
+
+    assert recorded_with() is None
+    assert recorded_with(lr_factors=factors[:-1]) is None  # trained when the grid had one rate fewer
+    lost = recorded_with(lr_factors=factors + [factors[-1] * 2])  # the grid lost a rate since
+    assert lost is not None and "tuning.lr_factors" in lost, lost
+    moved = recorded_with(lr_factors=factors[:-1], lr_factor=factors[0])  # it chose another rate then
+    assert moved is not None and "tuning.lr_factor " in moved, moved
+    other_lr = stale_reason({**expected, "tuning": {**expected["tuning"], "lr_factors": factors[:-1]},
+                             "recipe": {**expected["recipe"], "lr": expected["recipe"]["lr"] * 2}}, expected)
+    assert other_lr is not None and "recipe.lr" in other_lr, other_lr
+
+    at_edge = {"tuning": {"lr_factor": 1, "lr_factors": [1, 2, 4]}}
+    assert rate_at_edge(at_edge) == "lowest"
+    assert rate_at_edge(at_edge, grid_now=[0.5, 1, 2, 4]) == ""  # the grid grew past it: bracketed now
+    assert rate_at_edge(at_edge, grid_now=[1, 2]) == "lowest"  # a grid that is not a wider one is not read

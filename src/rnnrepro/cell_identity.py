@@ -105,8 +105,26 @@ def stale_reason(recorded: dict, expected: dict, git_sha: str = "", since: str =
     "<what changed><since>: <the first differences>", what changed being the cell's code
     (:func:`code_change`) or else the study file. ``epochs``: how many the recorded run trained (its
     metrics.json's); a run its own rule stopped below its cap stays current when only the cap was raised
-    (:func:`cap_raised_after_its_own_stop`)."""
+    (:func:`cap_raised_after_its_own_stop`), and so does a tuned run whose grid of learning rates grew
+    around the rate it was tuned to (:func:`grid_grown_around_its_choice`)."""
     changed = config_differences(recorded, expected, git_sha)
-    if not changed or cap_raised_after_its_own_stop(recorded, expected, epochs, changed):
+    if not changed or cap_raised_after_its_own_stop(recorded, expected, epochs, changed) \
+            or grid_grown_around_its_choice(recorded, expected, changed):
         return None
     return f"{code_change(recorded, expected, git_sha) or 'the study file changed'}{since}: {'; '.join(changed[:3])}"
+
+
+def grid_grown_around_its_choice(recorded: dict, expected: dict, changed: list[str]) -> bool:
+    """Whether ``expected`` is ``recorded`` with more learning rates in its tuning grid (``tuning.lr_factors``
+    a strict superset of the recorded one) and nothing else (``changed``: their :func:`config_differences`),
+    so that the rate chosen (``tuning.lr_factor``, and with it ``recipe.lr``) is the one the run trained at:
+    the wider grid confirmed it. The grid is only how the rate was chosen; the run's numbers are those of
+    a run under the wider grid. Where the wider grid chooses another rate, ``lr_factor`` and ``recipe.lr``
+    differ too, and the run is stale."""
+    if not changed or not all(line.startswith("tuning.lr_factors ") for line in changed):
+        return False
+    before = (recorded.get("tuning") or {}).get("lr_factors")
+    after = (expected.get("tuning") or {}).get("lr_factors")
+    if not isinstance(before, list) or not isinstance(after, list):
+        return False
+    return set(before) < set(after)

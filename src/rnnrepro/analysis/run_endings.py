@@ -75,19 +75,24 @@ def improving_pct_per_epoch(history: pd.DataFrame) -> float:
     return 100 * (1 - math.exp(-fall)) if fall > 0 else math.nan
 
 
-def rate_at_edge(config: dict) -> str:
+def rate_at_edge(config: dict, grid_now: list | None = None) -> str:
     """``lowest`` or ``highest`` when the run trains at the learning rate its tuning chose at that end of
     its grid (config ``tuning``: ``lr_factor`` among ``lr_factors``), so a better rate may lie beyond the
-    rates tried; "" for a rate inside its grid, or a run no tuning chose."""
+    rates tried; "" for a rate inside its grid, or a run no tuning chose. ``grid_now``: the study file's
+    grid today, read instead where it holds the run's (a grid grown around the rate the run trained at,
+    which keeps the run current: rnnrepro.cell_identity.grid_grown_around_its_choice)."""
     tuning = config.get("tuning") or {}
     factor, factors = tuning.get("lr_factor"), tuning.get("lr_factors") or []
+    if grid_now and set(factors) <= set(grid_now):
+        factors = list(grid_now)
     if factor is None or len(factors) < 2:
         return ""
     return "lowest" if factor == min(factors) else "highest" if factor == max(factors) else ""
 
 
-def run_ending(run_dir: Path) -> dict | None:
-    """One run's epochs, cap, improving rate and parameters; None when it has no metrics.json."""
+def run_ending(run_dir: Path, grid_now: list | None = None) -> dict | None:
+    """One run's epochs, cap, improving rate and parameters; None when it has no metrics.json.
+    ``grid_now``: its study's tuning grid at this budget today (:func:`rate_at_edge`)."""
     metrics_file = run_dir / "metrics.json"
     if not metrics_file.exists():
         return None
@@ -103,7 +108,7 @@ def run_ending(run_dir: Path) -> dict | None:
     return {"model": metrics["model"], "dataset": metrics["dataset"], "seed": metrics["seed"], "epochs": epochs,
             "epoch_cap": cap, "capped": stopped_by_epoch_cap(recipe, epochs),
             "improving_pct": improving, "params": metrics.get("params", math.nan), "lr": recipe.get("lr"),
-            "lr_factor": (config.get("tuning") or {}).get("lr_factor"), "lr_edge": rate_at_edge(config)}
+            "lr_factor": (config.get("tuning") or {}).get("lr_factor"), "lr_edge": rate_at_edge(config, grid_now)}
 
 
 def run_endings(studies: dict, config: dict, root: Path | str | None = None) -> pd.DataFrame:
@@ -113,12 +118,14 @@ def run_endings(studies: dict, config: dict, root: Path | str | None = None) -> 
     root = Path(root if root is not None else grid.results_dir(config["budget"]))
     rows = []
     for name, study in studies.items():
+        tuned = grid.tuned_settings(study, config)
+        grid_now = tuned["tuning"]["lr_factors"] if tuned else None
         for artifact in grid.artifacts(study, config):
             for cell in grid.artifact_cells(study, config, artifact):
                 chain = cell
                 while chain is not None:
                     run_dir = root / "runs" / chain.key
-                    ending = run_ending(run_dir)
+                    ending = run_ending(run_dir, grid_now)
                     # a run folder the study file now makes otherwise (a stale copy) is behind no table
                     if ending is not None and ": stale (" not in (stale_problem(run_dir / "metrics.json", study) or ""):
                         rows.append({"study": name, "artifact": artifact, "behind": cell.model, **ending})
