@@ -84,7 +84,7 @@ def test_records_list_says_how_many_cells_train_and_how_long(tree, capsys):
     out = capsys.readouterr().out
     assert "your cell mgu (pru): 9 training cells to train (4 tuning runs, 5 seeds), estimated " in out, out[-2000:]
     assert "a seed from lstm_m1000's" in out
-    assert "your cell mgu (lru): 10 training cells to train" in out and "gru_24m has no record at cpu" in out
+    assert "your cell mgu (lru): 11 training cells to train" in out and "gru_24m has no record at cpu" in out
 
 
 def test_status_lists_the_cells_of_your_own_before_they_train_with_the_estimate(tree, capsys):
