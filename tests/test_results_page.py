@@ -251,7 +251,8 @@ def test_the_protocol_sentence_counts_each_studys_grid_from_its_study_file():
     assert "5 seeds a row" in sentence
     # a study whose grid grows is counted apart from the others
     wider = copy.deepcopy(studies)
-    wider["pru"]["budgets"]["cpu"]["artifacts"]["tuning"]["tuning"]["lr_factors"] = [0.125, 0.25, 0.5, 1, 2, 4, 8]
-    assert "pru: 7 learning rates, 1 seed each" in protocol(wider, "cpu")
+    count = max(rates.values()) + 1  # a grid no other study has
+    wider["pru"]["budgets"]["cpu"]["artifacts"]["tuning"]["tuning"]["lr_factors"] = [2.0 ** k for k in range(count)]
+    assert f"pru: {count} learning rates, 1 seed each" in protocol(wider, "cpu")
     # the recipes' own rates (no tuning) and the synthetic smoke run say nothing of a protocol
     assert protocol(studies, "paper") == protocol(studies, "smoke") == ""
