@@ -181,10 +181,10 @@ def test_paper_dry_run_lists_the_three_cells(tmp_path):
 CPU = {"budget": "cpu", "precision": "fp32", "device": "auto", "seeds": [1111]}
 
 
-def test_cpu_tunes_the_three_models_on_six_step_sizes_and_a_seed_of_its_own():
+def test_cpu_tunes_the_three_models_on_seven_step_sizes_and_a_seed_of_its_own():
     study = load_study("nlstm")
     cells = grid.artifact_cells(study, CPU, "tuning")
-    assert sorted(c.model for c in cells) == sorted(tuning.variant_id(m, f) for m in MODELS for f in (0.5, 1, 2, 4, 8, 16))
+    assert sorted(c.model for c in cells) == sorted(tuning.variant_id(m, f) for m in MODELS for f in (0.5, 1, 2, 4, 8, 16, 32))
     assert {c.seed for c in cells} == {1000} and {c.corpus for c in cells} == {"wt2_text8style_autocomplete_w1024"}
     for cell in cells:
         recipe = grid.resolve_cell(study, CPU, cell)["recipe"]
@@ -202,7 +202,7 @@ def test_cpu_compares_five_seeds_each_at_its_tuned_rate_stopped_by_patience_on_t
     cell = next(c for c in cells if c.model == "nlstm_1x600_d2")
     with pytest.raises(tuning.TuningPending, match="nlstm_1x600_d2__lrx0p5"):
         grid.resolve_cell(study, CPU, cell)
-    losses = {0.5: 2.1, 1: 2.0, 2: 1.9, 4: 1.95, 8: 2.3, 16: 2.6}
+    losses = {0.5: 2.1, 1: 2.0, 2: 1.9, 4: 1.95, 8: 2.3, 16: 2.6, 32: 2.9}
     for variant in grid.tuning_cells_of(study, CPU, cell):
         folder = tmp_path / variant.run_dir
         folder.mkdir(parents=True)
