@@ -16,7 +16,7 @@ from conftest import copy_project, python_in, render_status, snakemake
 
 from rnnrepro import grid
 from rnnrepro.analysis.claims import (CAPPED, COLUMNS, COUNTED, FRAGILE, HELD, INCONCLUSIVE, NOT_HELD, NOT_TESTABLE,
-                                      NOT_TESTED, NOT_YET_RUN, OTHER_SCALE_COLUMNS, RATE_AT_EDGE, STILL_IMPROVING, ClaimError,
+                                      NOT_TESTED, NOT_YET_RUN, OTHER_SCALE_COLUMNS, RATE_AT_EDGE, STALLED, STILL_IMPROVING, ClaimError,
                                       beside_other_scales, cases, check_claims, check_holds, evaluate_study, scorecard,
                                       read_scorecard, seed_verdict)
 from rnnrepro.analysis.claims import outputs as claims_outputs
@@ -977,3 +977,33 @@ def test_rate_at_grid_edge_flag_names_the_model_its_rate_and_the_end(tmp_path):
     assert row["flag_notes"] == f"{RATE_AT_EDGE}: a at 0.5 x its recipe's rate (lr 0.0005), the lowest factor its tuning tried"
     assert rate_at_edge({"tuning": {"lr_factor": 4, "lr_factors": [0.5, 1, 2, 4]}}) == "highest"
     assert rate_at_edge({"recipe": {"lr": 30}}) == ""
+
+
+def test_stalled_flag_names_the_seeds_that_never_left_the_unigram_plateau(tmp_path):
+    """Seed 2 of row a ends at 5.70 nats against a unigram loss of 5.71 (stalled); its other seeds and
+    row b end far below it; a run without `val_unigram_loss` (recorded before it was written) is not
+    flagged."""
+    from rnnrepro.analysis.run_endings import run_endings, stalled
+
+    study = {**toy_study(value="test_loss"), "models": {"a": {}, "b": {}, "c": {}}}
+    config = {"budget": "cpu", "seeds": [1, 2, 3]}
+    for seed in (1, 2, 3):
+        for model in ("a", "b"):
+            write_toy_run(tmp_path, model, seed, [5.0, 4.0, 4.5, 4.6, 4.7, 4.8, 4.9, 5.0], cap=100)
+            folder = tmp_path / "runs" / grid.Cell("toy", "ptb", model, 100, seed, "cpu").key
+            metrics = json.loads((folder / "metrics.json").read_text())
+            metrics["val_loss"] = 5.70 if (model, seed) == ("a", 2) else 4.0
+            if (model, seed) != ("b", 3):
+                metrics["val_unigram_loss"] = 5.71
+            (folder / "metrics.json").write_text(json.dumps(metrics))
+    runs = run_endings({"toy": study}, config, tmp_path)
+    assert runs.sort_values(["model", "seed"])["stalled"].tolist() == [False, True, False, False, False, False]
+    table = seeded_table([60.0, 61.0, 62.0], [63.0, 64.0, 65.0], "test_loss")
+    row = {r["claim"]: r for r in evaluate_study(study, config, {"toy_t": table}, runs=runs)}["a_beats_b[dataset=ptb]"]
+    assert row["flags"] == STALLED
+    assert row["flag_notes"] == (f"{STALLED}: a 1/3 seeds (seed 2) no better than the training split's unigram "
+                                 f"frequencies")
+    # the threshold: 5 % below the unigram loss has learned; less has not
+    assert stalled({"val_cross_entropy": 5.42, "val_unigram_loss": 5.71}) is False
+    assert stalled({"val_cross_entropy": 5.43, "val_unigram_loss": 5.71}) is True
+    assert stalled({"val_cross_entropy": 5.43}) is False

@@ -20,6 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
 import torch
@@ -75,12 +76,12 @@ def history_without_timing(run_dir: Path) -> list[str]:
     return [",".join(row.split(",")[i] for i in keep) for row in lines]
 
 
-def unigram_ppl(corpus_dir: Path) -> float:
+def unigram_ppl(corpus_dir: Path, split: str = "test") -> float:
     def tokens(split):
         return [t for line in (corpus_dir / f"{split}.txt").read_text().splitlines() for t in line.split() + ["<eos>"]]
     counts = Counter(tokens("train"))
     total = sum(counts.values())
-    test = tokens("test")
+    test = tokens(split)
     return math.exp(-sum(math.log(counts[t] / total) for t in test) / len(test))
 
 
@@ -119,6 +120,10 @@ def test_synthetic_corpus_rewards_a_recurrent_model(corpus_dir, tmp_path):
     assert code == 0, err
     metrics = json.loads((tmp_path / "lstm" / "metrics.json").read_text())
     assert metrics["test_ppl"] < 0.6 * unigram_ppl(corpus_dir)
+    # the frequency model's validation loss (the `stalled` flag's reference), counted here without the
+    # trainer's add-one smoothing: close, not equal
+    assert metrics["val_unigram_loss"] == pytest.approx(math.log(unigram_ppl(corpus_dir, "valid")), rel=0.01)
+    assert metrics["val_loss"] < metrics["val_unigram_loss"]
     history = pd.read_csv(tmp_path / "lstm" / "history.csv")
     assert len(history) == 2 and history["test_loss"].map(math.isfinite).all()
     assert history["test_loss"].iloc[-1] < history["test_loss"].iloc[0]
@@ -660,6 +665,14 @@ def test_autocomplete_outputs(autocomplete_reference_run):
     assert metrics["params"] == metrics["params_embedding"] + metrics["params_recurrent"] + metrics["params_dense"]
     assert 0 < metrics["test_accuracy"] < 1 and math.isfinite(metrics["test_cross_entropy"])
     assert metrics["test_cross_entropy"] < math.log(130)  # it learned something in two passes
+    # the frequency model's loss, from the cell's own splits (the `stalled` flag's reference)
+    from rnnrepro.data.autocomplete import UNK_ID
+    from rnnrepro.train import autocomplete, unigram
+
+    classes, data = autocomplete.load_data(cfg)
+    assert metrics["val_unigram_loss"] == pytest.approx(unigram.autocomplete_loss(
+        data["train"].targets, data["valid"].targets, len(classes), UNK_ID))
+    assert metrics["val_unigram_loss"] < math.log(130)
     history = pd.read_csv(run_dir / "history.csv")
     # a check before training, every 5 batches, and at the last batch
     assert history["iteration"].tolist() == [*range(0, 2 * batches, 5), 2 * batches]
@@ -1020,3 +1033,20 @@ def test_a_recipe_scoring_the_final_epoch_scores_its_weights(corpus_dir, short_t
     history = pd.read_csv(tmp_path / "final" / "history.csv").set_index("epoch")["val_loss"]
     assert final["val_loss"] == pytest.approx(history[3], rel=1e-9)
     assert best["val_loss"] == pytest.approx(history[best["best_epoch"]], rel=1e-9) == pytest.approx(history.min())
+
+
+def test_unigram_losses_on_hand_counted_splits():
+    """The frequency model behind the `stalled` flag, on splits small enough to count by hand: add-one
+    counts, a language model's targets (every token but the first), and the autocomplete task's
+    per-observation mean over known-word targets (padding 0 and <unk> 1 never a target)."""
+    from rnnrepro.train import unigram
+
+    # counts 2, 1, 0 plus one: 3/6, 2/6, 1/6; targets 0 and 1
+    assert unigram.token_loss(np.array([0, 0, 1]), np.array([2, 0, 1]), 3) == pytest.approx(
+        (math.log(2) + math.log(3)) / 2)
+    # known training targets: class 2 three times, class 3 once; plus one: 4/6, 2/6 among the known
+    train = np.array([[2, 2, 3, 0], [1, 2, 0, 0]])
+    valid = np.array([[2, 3, 0], [1, 0, 0], [3, 1, 0]])  # the second has no known target: skipped
+    row1 = (math.log(6 / 4) + math.log(6 / 2)) / 2
+    row3 = math.log(6 / 2)
+    assert unigram.autocomplete_loss(train, valid, 4, unk_id=1) == pytest.approx((row1 + row3) / 2)

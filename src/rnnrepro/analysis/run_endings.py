@@ -9,6 +9,12 @@ rule's own measure, :func:`stopped_by_patience_on_the_best`). The rate it was im
 its training (from the last check at or before 90 % of the way to the end), given as the share of
 validation perplexity (exp of the loss) lost per epoch: ``0.17`` means 0.17 % an epoch.
 
+A run whose scored validation loss ends less than ``STALL_SHARE`` (5 %) below its ``val_unigram_loss``
+(the loss of predicting the training split's class frequencies, rnnrepro.train.unigram) has ``stalled``
+(the scorecard's ``stalled``): it never left the plateau every run reaches in its first steps, so its
+numbers measure a failed start, not the unit. Runs recorded before the unigram loss was written have
+no such number and are never flagged.
+
 A run that trains at a learning rate its tuning chose at the edge of its grid has ``lr_edge`` (the
 scorecard's ``rate at grid edge``): the best rate for it may lie beyond those tried.
 
@@ -29,9 +35,11 @@ from .. import grid
 from .run_files import read_history, stale_problem
 
 COLUMNS = ["study", "artifact", "dataset", "behind", "model", "seed", "epochs", "epoch_cap", "capped",
-           "improving_pct", "params", "lr", "lr_factor", "lr_edge"]
+           "improving_pct", "params", "lr", "lr_factor", "lr_edge", "stalled"]
 #: the share of training, counted back from its end, over which the final rate of improvement is measured
 FINAL_SHARE = 0.1
+#: how far below the unigram loss a run's scored validation loss must end for it to have learned anything
+STALL_SHARE = 0.05
 
 
 def stopped_by_epoch_cap(recipe: dict, epochs: int | None) -> bool:
@@ -75,6 +83,17 @@ def improving_pct_per_epoch(history: pd.DataFrame) -> float:
     return 100 * (1 - math.exp(-fall)) if fall > 0 else math.nan
 
 
+def stalled(metrics: dict) -> bool:
+    """Whether a run's scored validation loss (``val_loss``, or the autocomplete task's
+    ``val_cross_entropy``) ended less than STALL_SHARE below its ``val_unigram_loss``; False when either
+    is missing."""
+    scored = metrics.get("val_loss", metrics.get("val_cross_entropy"))
+    unigram = metrics.get("val_unigram_loss")
+    if scored is None or unigram is None or not math.isfinite(scored) or not math.isfinite(unigram):
+        return False
+    return scored > (1 - STALL_SHARE) * unigram
+
+
 def rate_at_edge(config: dict, grid_now: list | None = None) -> str:
     """``lowest`` or ``highest`` when the run trains at the learning rate its tuning chose at that end of
     its grid (config ``tuning``: ``lr_factor`` among ``lr_factors``), so a better rate may lie beyond the
@@ -108,7 +127,8 @@ def run_ending(run_dir: Path, grid_now: list | None = None) -> dict | None:
     return {"model": metrics["model"], "dataset": metrics["dataset"], "seed": metrics["seed"], "epochs": epochs,
             "epoch_cap": cap, "capped": stopped_by_epoch_cap(recipe, epochs),
             "improving_pct": improving, "params": metrics.get("params", math.nan), "lr": recipe.get("lr"),
-            "lr_factor": (config.get("tuning") or {}).get("lr_factor"), "lr_edge": rate_at_edge(config, grid_now)}
+            "lr_factor": (config.get("tuning") or {}).get("lr_factor"), "lr_edge": rate_at_edge(config, grid_now),
+            "stalled": stalled(metrics)}
 
 
 def run_endings(studies: dict, config: dict, root: Path | str | None = None) -> pd.DataFrame:

@@ -12,7 +12,7 @@ from pathlib import Path
 import pandas as pd
 
 from ..analysis.claims import (CAPPED, COUNTED, FRAGILE, HELD, INCONCLUSIVE, NOT_HELD, NOT_TESTABLE, NOT_TESTED,
-                               NOT_YET_RUN, RATE_AT_EDGE, SEEDS_SO_FAR, STILL_IMPROVING)
+                               NOT_YET_RUN, RATE_AT_EDGE, SEEDS_SO_FAR, STALLED, STILL_IMPROVING)
 from .words import Namer, case_of, case_words, effect_words, items_words
 from ..analysis.claims import IN_PART
 
@@ -181,7 +181,7 @@ def tiles(papers: list[dict]) -> dict:
                      "rows": sum(v["verdict"] == verdict for v in counted)} for verdict in (HELD, NOT_HELD)
                     if any(v["verdict"] == verdict for v in counted) or verdict == HELD],
         "not_tested": sum(v["verdict"] == NOT_TESTED for v in rows),
-        "flags": [(flag, sum(flag in v["flags"] for v in trained)) for flag in (FRAGILE, STILL_IMPROVING, CAPPED, RATE_AT_EDGE, SEEDS_SO_FAR)],
+        "flags": [(flag, sum(flag in v["flags"] for v in trained)) for flag in (FRAGILE, STILL_IMPROVING, CAPPED, RATE_AT_EDGE, STALLED, SEEDS_SO_FAR)],
         "trained_total": len(trained),
     }
 

@@ -6,7 +6,7 @@ arithmetic."""
 from __future__ import annotations
 
 from ..analysis.claims import (CAPPED, FRAGILE, HELD, INCONCLUSIVE, NOT_HELD, NOT_TESTABLE, NOT_TESTED, NOT_YET_RUN,
-                               RATE_AT_EDGE, SEEDS_SO_FAR, STILL_IMPROVING)
+                               RATE_AT_EDGE, SEEDS_SO_FAR, STALLED, STILL_IMPROVING)
 from .. import grid
 from ..analysis.plotting import counted as counted_words
 
@@ -85,7 +85,7 @@ def paragraph(paper: dict, scale: dict, seeds: list[int], budget: str) -> str:
     if size:
         sentences.append("Scale: " + ", ".join(size) + ".")
     if trained:
-        flagged = {flag: sum(flag in v["flags"] for v in trained) for flag in (STILL_IMPROVING, FRAGILE, CAPPED, RATE_AT_EDGE, SEEDS_SO_FAR)}
+        flagged = {flag: sum(flag in v["flags"] for v in trained) for flag in (STILL_IMPROVING, FRAGILE, CAPPED, RATE_AT_EDGE, STALLED, SEEDS_SO_FAR)}
         flags = ", ".join(f"{n} {flag}" for flag, n in flagged.items() if n)
         samples = sorted({v["seeds"] for v in trained if v["seeds"]})
         # the seeds behind the decided rows, not the budget's list (a study may run fewer, a row one value)

@@ -41,7 +41,7 @@ from .. import console, precision
 from ..configuration import ConfigError
 from ..data.autocomplete import INPUT_SYMBOLS, PAD_ID, UNK_ID, EncodedSplit, load_classes, load_split
 from ..models.autocomplete import AutocompleteModel
-from . import checkpoint, optimizers
+from . import checkpoint, optimizers, unigram
 from .loop import Progress, Step, TrainingDiverged, run_cell
 from .stopping import has_stalled
 
@@ -240,6 +240,8 @@ class AutocompleteTask:
             "val_cross_entropy": final["valid"]["cross_entropy"], "val_accuracy": final["valid"]["accuracy"],
             "test_cross_entropy": final["test"]["cross_entropy"], "test_accuracy": final["test"]["accuracy"],
             "test_observations": final["test"]["observations"], "test_characters": final["test"]["characters"],
+            "val_unigram_loss": unigram.autocomplete_loss(self.data["train"].targets, self.data["valid"].targets,
+                                                          model.dense.out_features, UNK_ID),
             "train_seconds": p.seconds,
             "seconds_per_1000_sequences": 1000 * p.seconds / p.items,
         }

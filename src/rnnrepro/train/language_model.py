@@ -32,7 +32,7 @@ from .. import console, precision
 from ..cells import detach_state
 from ..data.corpus import batchify, check_batch_sizes, get_batch, load_corpus
 from ..models.language_model import DEFAULT_INIT_RANGE, Dropouts, LanguageModel
-from . import checkpoint, optimizers
+from . import checkpoint, optimizers, unigram
 from .averaging import WeightAverager
 from .loop import Progress, Step, TrainingDiverged, perplexity, run_cell
 from .stopping import has_stalled
@@ -282,6 +282,8 @@ class LanguageModelTask:
             "best_val_loss_during_training": p.best_val_loss,
             "val_loss": val_loss, "val_ppl": perplexity(val_loss),
             "test_loss": test_loss, "test_ppl": perplexity(test_loss),
+            "val_unigram_loss": unigram.token_loss(self.corpus.train.cpu().numpy(), self.corpus.valid.cpu().numpy(),
+                                                   len(self.corpus.vocab)),
             "eval_batch_size": r["test_batch_size"],
             "train_seconds": sum(row["seconds"] for row in p.history),
         }

@@ -40,7 +40,9 @@ Flags beside a verdict: ``fragile`` (a decided pair whose closest seeds are near
 seed-to-seed standard deviation), ``still improving`` and ``capped`` (a run behind a row ended with its
 validation loss still falling, or at its recipe's epoch cap; rnnrepro.analysis.run_endings), ``rate at
 grid edge`` (a run behind a row trains at the learning rate its tuning chose at the lowest or highest of
-the rates tried, so its best rate may lie beyond them).
+the rates tried, so its best rate may lie beyond them), ``stalled`` (a run behind a row ended no better
+than predicting the training split's unigram frequencies: a failed start, which a mean over seeds
+carries).
 
 ``close_to_paper`` compares one row with a number, its own paper value, not rows with each other: it
 is ``held`` when every seed is within the claim's ``tolerance`` of the paper's number, ``not held``
@@ -56,7 +58,7 @@ small files for its flags, and counts the compared models' recurrent parameters 
 
 from __future__ import annotations
 
-from .spec import ABOVE, BELOW, CAPPED, COLUMNS, COUNTED, Case, ClaimError, DECIDED, DEFAULT_TESTABLE, EFFECT_COLUMNS, EVERY_DATASET, FRAGILE, HELD, IN_PART, INCONCLUSIVE, NOT_HELD, NOT_TESTABLE, NOT_TESTED, NOT_YET_RUN, OTHER_SCALE_COLUMNS, OVERLAP, RATE_AT_EDGE, ROW_COUNTS, SEEDS_SO_FAR, STILL_IMPROVING, SYMBOLS, _column_declaration_problems, _selector_value_problems, cases, check_claims, claim_columns, declared_columns, is_synthetic  # noqa: F401
+from .spec import ABOVE, BELOW, CAPPED, COLUMNS, COUNTED, Case, ClaimError, DECIDED, DEFAULT_TESTABLE, EFFECT_COLUMNS, EVERY_DATASET, FRAGILE, HELD, IN_PART, INCONCLUSIVE, NOT_HELD, NOT_TESTABLE, NOT_TESTED, NOT_YET_RUN, OTHER_SCALE_COLUMNS, OVERLAP, RATE_AT_EDGE, ROW_COUNTS, SEEDS_SO_FAR, STALLED, STILL_IMPROVING, SYMBOLS, _column_declaration_problems, _selector_value_problems, cases, check_claims, claim_columns, declared_columns, is_synthetic  # noqa: F401
 from .rules import NATS, _describe, _label, _matches, _number, _paper_check, _tolerance_text, _verdict_of, _within, check_holds, compare, is_median, is_perplexity, measure, pair_effect, pairs_needed, samples_of, seed_verdict, select  # noqa: F401
 from .context import _alike_problem, _artifact_of, _declared_untestable, _flag_notes, _gpu_hours, _mean_of, _noise_problem, _our_params, _pair_label, _paper_params, _provenance, _runs_behind, _spread, _testable_at, other_scales, scale_base  # noqa: F401
 from .case import COUNTED_SCALE, _closeness_reason, _method_text, _percent, _plain, _power_text, _rule_text, _summary, _untested_row, _widths_and_params, evaluate_case, evaluate_study, scale  # noqa: F401

@@ -11,7 +11,7 @@ import pandas as pd
 from ... import grid
 from .. import run_endings
 
-from .spec import CAPPED, COUNTED, Case, DEFAULT_TESTABLE, RATE_AT_EDGE, STILL_IMPROVING, is_synthetic
+from .spec import CAPPED, COUNTED, Case, DEFAULT_TESTABLE, RATE_AT_EDGE, STALLED, STILL_IMPROVING, is_synthetic
 from .rules import _label, _matches, _number, pairs_needed
 
 
@@ -125,7 +125,8 @@ def _runs_behind(runs: pd.DataFrame | None, study: dict, artifact: str, table: p
 
 
 def _flag_notes(claim: dict, behind: list[pd.DataFrame]) -> list[tuple[str, str]]:
-    """(flag, what it rests on) for the runs behind each row: still improving, capped, rate at grid edge."""
+    """(flag, what it rests on) for the runs behind each row: still improving, capped, rate at grid edge,
+    stalled."""
     notes = []
     for flag, column in ((STILL_IMPROVING, "improving_pct"), (CAPPED, "capped")):
         parts = []
@@ -155,6 +156,18 @@ def _flag_notes(claim: dict, behind: list[pd.DataFrame]) -> list[tuple[str, str]
                              f"{first['lr_edge']} factor its tuning tried")
     if parts:
         notes.append((RATE_AT_EDGE, "; ".join(dict.fromkeys(parts))))
+    parts = []
+    for runs in behind:
+        if "stalled" not in runs:
+            continue
+        for model, own in runs.drop_duplicates(["model", "dataset", "seed"]).groupby("model", sort=False):
+            hit = own[own["stalled"].fillna(False).astype(bool)]
+            if not hit.empty:
+                seeds = ", ".join(str(int(s)) for s in hit["seed"])
+                parts.append(f"{model} {len(hit)}/{len(own)} seeds (seed {seeds}) no better than the training "
+                             f"split's unigram frequencies")
+    if parts:
+        notes.append((STALLED, "; ".join(dict.fromkeys(parts))))
     return notes
 
 

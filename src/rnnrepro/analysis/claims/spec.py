@@ -26,6 +26,8 @@ DECIDED = (HELD, NOT_HELD, INCONCLUSIVE)
 
 
 FRAGILE, STILL_IMPROVING, CAPPED, RATE_AT_EDGE = "fragile", "still improving", "capped", "rate at grid edge"
+# a run behind a row never left the unigram plateau (rnnrepro.analysis.run_endings.stalled)
+STALLED = "stalled"
 # a verdict read from a table rendered from the records of some of its cells (the seeds so far)
 SEEDS_SO_FAR = "seeds so far"
 # the state of an artifact rendered from the records of some of its cells (rnnrepro.records.rendering)
