@@ -227,7 +227,9 @@ def test_lru_models_use_the_authors_initialisation():
 def test_sigterm_checkpoints_mid_epoch_and_resumes(reference_run, tmp_path, signum, exit_code, said):
     """A scheduler's SIGTERM, or Ctrl-C at a terminal: the resume checkpoint is written at the next batch,
     one line says so (never a KeyboardInterrupt traceback in the job's log), and a rerun goes on from
-    there to the very numbers of a run never stopped."""
+    there to the very numbers of a run never stopped. Both signals end in the same checkpoint code, so
+    the rerun to the end is trained once, after SIGTERM (the scheduler's case); after Ctrl-C the rerun
+    is only seen to resume mid-epoch."""
     _, cfg = reference_run
     run_dir = tmp_path / "terminated"
     proc = train_cli(run_dir, cfg)
@@ -239,6 +241,15 @@ def test_sigterm_checkpoints_mid_epoch_and_resumes(reference_run, tmp_path, sign
     assert code == exit_code, err
     assert f"stopped by {said}; resume checkpoint written to" in err and "Traceback" not in err, err
     assert json.loads((run_dir / "progress.json").read_text())["stopped_by"].startswith(said)
+    assert (run_dir / "checkpoint" / "last.pt").exists()
+    if signum == signal.SIGINT:
+        proc = train_cli(run_dir, cfg)
+        while "resuming from" not in (line := proc.stderr.readline()):
+            assert line and proc.poll() is None, line
+        assert "row 0" not in line, line  # continued mid-epoch
+        proc.kill()
+        proc.wait()
+        return
     code, err = train_here(run_dir, cfg)
     assert code == 0, err
     assert "resuming from" in err and "row 0" not in err  # continued mid-epoch
