@@ -22,7 +22,7 @@
 # the GPU-hours that would, a row the budget leaves out, a table that could not be built). Beside each:
 # the paper's numbers, our effect and the paper's (in nats for perplexities), the interval, the ratio
 # ours / paper, the minimum detectable effect, the flags (fragile, still improving, capped, rate at grid
-# edge), the models' parameters and scale against the paper's, and the same claim at the budget's other
+# edge, stalled), the models' parameters and scale against the paper's, and the same claim at the budget's other
 # scale where the study has one. `paper_check` is the same check on the paper's own numbers.
 
 # %% tags=["parameters"]
