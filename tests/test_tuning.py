@@ -144,3 +144,28 @@ def test_a_run_its_patience_on_the_best_stopped_is_not_flagged_still_improving(t
         (run / "metrics.json").write_text(json.dumps({"model": "m", "dataset": "ptb", "seed": 1, "epochs": 30}))
         ending = run_ending(run)
         assert (ending["improving_pct"] == ending["improving_pct"]) is flagged, (rule, cap)
+
+
+def test_the_tuning_table_marks_the_choice_the_edge_and_the_runs_their_cap_stopped():
+    """Hand-written tuning cells (no training): the lowest validation loss is chosen; a run its epoch cap
+    stopped (`capped` from rnnrepro.analysis.results.read_cells) is marked, since its loss is what it
+    reached by the cap; a choice at an end of the grid marks the model's rows at the edge."""
+    import pandas as pd
+
+    from rnnrepro.analysis.tuning_curves import COLUMNS, tuning_table
+
+    def cell(model, factor, loss, epochs, capped):
+        token = f"{factor:g}".replace(".", "p")
+        return {"dataset": "warpeace", "corpus": "warpeace", "model": f"{model}__lrx{token}", "budget": "cpu",
+                "fraction": 10, "seed": 1000, "lr": 0.001 * factor, "val_loss": loss, "epochs": epochs,
+                "best_epoch": epochs, "capped": capped}
+
+    cells = pd.DataFrame([cell("a", 0.5, 1.52, 200, True), cell("a", 1, 1.49, 80, False), cell("a", 2, 1.51, 30, False),
+                          cell("b", 0.5, 1.60, 90, False), cell("b", 1, 1.55, 40, False), cell("b", 2, 1.50, 20, False)])
+    table = tuning_table(cells)
+    assert list(table.columns) == COLUMNS
+    by = table.set_index(["model", "lr_factor"])
+    assert by["capped"].to_dict() == {("a", 0.5): True, ("a", 1.0): False, ("a", 2.0): False,
+                                      ("b", 0.5): False, ("b", 1.0): False, ("b", 2.0): False}
+    assert by.index[by["chosen"]].tolist() == [("a", 1.0), ("b", 2.0)]
+    assert by.loc["a", "at_edge_of_grid"].tolist() == [False] * 3 and by.loc["b", "at_edge_of_grid"].all()

@@ -2,8 +2,10 @@
 
 Every compared model of a budget is trained once per learning-rate factor on the tuning seed; the factor
 of the lowest validation loss is its rate. The table gives the whole curve, the rate chosen and whether
-it lies at the edge of the grid (then the best rate may be beyond it), and the figure draws each model's
-validation loss against its learning rate.
+it lies at the edge of the grid (then the best rate may be beyond it), whether a run was stopped by its
+epoch cap while its own rule had not stopped it (``capped``: its loss is what it reached by then, an upper
+bound on what that rate would reach, so a slow low rate can lose the choice by its cap), and the figure
+draws each model's validation loss against its learning rate.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from .results import read_cells
 from .run_files import read_run_config
 
 COLUMNS = ["dataset", "corpus", "model", "budget", "fraction", "seed", "lr_factor", "lr", "val_loss", "epochs",
-           "best_epoch", "diverged", "chosen", "at_edge_of_grid"]
+           "best_epoch", "capped", "diverged", "chosen", "at_edge_of_grid"]
 
 
 def read_tuning_cells(metrics_files: list[str]) -> pd.DataFrame:
@@ -37,6 +39,7 @@ def tuning_table(cells: pd.DataFrame) -> pd.DataFrame:
         rows.append({"dataset": cell.dataset, "corpus": cell.corpus, "model": model, "budget": cell.budget,
                      "fraction": cell.fraction, "seed": cell.seed, "lr_factor": factor,
                      "lr": cell.lr, "val_loss": loss, "epochs": cell.epochs, "best_epoch": cell.best_epoch,
+                     "capped": bool(getattr(cell, "capped", False)),
                      "diverged": bool(isinstance(getattr(cell, "diverged", None), str))})
     table = pd.DataFrame(rows, columns=COLUMNS[:-2])
     chosen, edge = [], []
@@ -52,8 +55,8 @@ def tuning_table(cells: pd.DataFrame) -> pd.DataFrame:
 
 def tuning_figure(table: pd.DataFrame, names: dict[str, str] | None = None):
     """Validation loss (nats) against the learning rate, one line per tuned model, the chosen rate ringed,
-    diverged runs crossed, a model chosen at the edge of its grid said so in the legend; one panel per
-    dataset, its ticks at the rates tried."""
+    diverged runs crossed, runs stopped by their epoch cap marked with a triangle, a model chosen at the
+    edge of its grid said so in the legend; one panel per dataset, its ticks at the rates tried."""
     import matplotlib.pyplot as plt
     from matplotlib.ticker import FixedLocator, FuncFormatter, NullLocator
 
@@ -74,6 +77,8 @@ def tuning_figure(table: pd.DataFrame, names: dict[str, str] | None = None):
                     markeredgecolor=line.get_color(), markeredgewidth=2)
             failed = rows[rows["diverged"]]
             ax.plot(failed["lr"], failed["val_loss"], "x", color="black", markersize=9)
+            capped = rows[rows["capped"]]
+            ax.plot(capped["lr"], capped["val_loss"], "^", color="black", markersize=7, markerfacecolor="none")
         ax.set_xscale("log")
         ax.xaxis.set_major_locator(FixedLocator(sorted(set(part["lr"]))))
         ax.xaxis.set_minor_locator(NullLocator())
@@ -83,7 +88,8 @@ def tuning_figure(table: pd.DataFrame, names: dict[str, str] | None = None):
         ax.set(xlabel="learning rate (log scale; the rates tried)",
                ylabel="validation loss at the best epoch (nats)",
                title=f"{data_label(dataset, part['corpus'].iloc[0])}, {budget} budget: one run per rate, {seeds}\n"
-                     f"(ringed: the rate chosen; x: the run diverged and ended there)")
+                     f"(ringed: the rate chosen; x: the run diverged and ended there"
+                     + ("; triangle: stopped by its epoch cap" if part["capped"].any() else "") + ")")
         ax.legend(fontsize=8)
     fig.tight_layout()
     return fig
