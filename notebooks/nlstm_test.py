@@ -53,7 +53,9 @@ table
 # over which the scorecard reads "at first": each model's short dashed level, ending in a diamond, is its
 # mean validation loss over that quarter (`early_val_area_mean`, the value the claim compares). Right: the
 # second half of training, closer, where the models end (the final ranking itself is read from the test
-# cross entropy in the table).
+# cross entropy in the table). Dash-dotted: the loss of predicting the training split's word
+# frequencies while ignoring the input, the plateau every run reaches in its first steps; a run that
+# ends near it never learned (the scorecard flags it `stalled`).
 
 # %%
 budget, corpus = cells["budget"].iloc[0], cells["corpus"].iloc[0]
@@ -63,6 +65,10 @@ names = model_names(study_config, curves["model"])
 models = [m for m in study_config["artifacts"][artifact]["models"] if m in set(curves["model"])]
 colours = dict(zip(models, sns.color_palette(n_colors=len(models))))
 marks = early_marks(table, curves, study_config).set_index("model")
+# the loss of predicting the training split's word frequencies, ignoring the input: a run that ends near
+# it never learned (the scorecard's `stalled`); runs recorded before it was written lack it
+unigram = cells["val_unigram_loss"].dropna().mean() if "val_unigram_loss" in cells else None
+unigram = None if unigram is None or unigram != unigram else float(unigram)
 fig, axes = plt.subplots(1, 2, figsize=(13, 4.6))
 for ax in axes:
     for model in models:
@@ -75,6 +81,8 @@ for ax in axes:
         ax.plot(mark["end"], mark["value"], "D", color=colours[model], markeredgecolor="black", markersize=7,
                 zorder=6)
     ax.axvline(marks["end"].mean(), color="0.4", linestyle=":", linewidth=1)
+    if unigram is not None:
+        ax.axhline(unigram, color="0.55", linestyle="-.", linewidth=1)
     ax.set(xlabel="training iterations (batches of 64)", ylabel="validation cross entropy (nats)")
     ax.grid(color="0.93")
 half = curves["iteration"].max() / 2
@@ -88,7 +96,10 @@ axes[1].set_title("the second half, closer")
 axes[0].legend(handles=axes[0].get_legend_handles_labels()[0] + [
     plt.Line2D([], [], color="0.4", linestyle=":", label=f"end of the first {EARLY_SHARE:.0%} of the shortest run"),
     plt.Line2D([], [], marker="D", color="0.5", markeredgecolor="black", linestyle="--",
-               label="mean loss over it, seeds' mean (the scorecard's value)")], fontsize=8)
+               label="mean loss over it, seeds' mean (the scorecard's value)")]
+    + ([plt.Line2D([], [], color="0.55", linestyle="-.", label="the training split's word frequencies, "
+                                                                  "input ignored")] if unigram is not None else []),
+    fontsize=8)
 fig.suptitle(f"Autocomplete convergence: thin lines each seed, thick the mean ({label})")
 fig.tight_layout()
 save_figure(fig, figures[0])
@@ -101,10 +112,11 @@ save_figure(fig, figures[0])
 
 # %%
 EXAMPLES, CHARS = 3, 48
-models = study_config["artifacts"][artifact]["models"]
 first_seed = cells.sort_values("seed").drop_duplicates("model").set_index("model")
 run_dirs = {model: Path(grid.Cell(study, cell.corpus, model, cell.fraction, cell.seed, cell.budget).run_dir)
             for model, cell in first_seed.iterrows()}
+# the models with a cell here (a render from records in part may have some models' seeds only)
+models = [model for model in study_config["artifacts"][artifact]["models"] if model in run_dirs]
 absent = [str(run_dirs[model] / "model.pt") for model in models if not (run_dirs[model] / "model.pt").exists()]
 if absent:
     reason = (f"Example predictions not drawn: {len(absent)} of the {len(models)} models' weights are absent "
