@@ -205,6 +205,16 @@ def seeded_table(a: list[float], b: list[float], value: str = "test_ppl") -> pd.
         for dataset in ("ptb", "wt2") for model, values, paper in (("a", a, 62.0), ("b", b, 66.0))])
 
 
+def test_a_row_of_one_seed_against_a_row_of_two_is_decided_by_the_numbers_and_says_so():
+    """While seeds are still being recorded a row may have one seed: no interval, no rank level, and the
+    reason says the numbers decided (it used to print "one-sided level nan")."""
+    study = toy_study(value="test_loss")
+    row = verdicts(study, "cpu", seeded_table([66.0], [63.0, 64.0], "test_loss"))["a_beats_b[dataset=ptb]"]
+    assert row["verdict"] == NOT_HELD and row["samples"] == "1 v 2"
+    assert "nan" not in row["reason"]
+    assert "a needed pair goes the other way by its numbers (a row of one seed: no interval, no rank level)" in row["reason"]
+
+
 def test_verdicts_with_seeds_show_the_difference_and_the_spread():
     study = toy_study(value="test_loss")
     result = verdicts(study, "cpu", seeded_table([60.0, 61.0, 62.0], [63.0, 64.0, 65.0], "test_loss"))

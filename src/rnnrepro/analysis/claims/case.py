@@ -152,7 +152,9 @@ def evaluate_case(study: dict, config: dict, table: pd.DataFrame, case: Case,
     if kind == "close_to_paper":
         return verdict(outcome, _closeness_reason(outcome, reference, claim["tolerance"], counts[0]))
     unit_text = f" {NATS}" if perplexity else ""
-    rule = _rule_text(pairs[0][1]) if max(counts) > 1 else ""
+    # the rule of a pair with seeds on both sides where there is one (a row of one seed has no interval)
+    rule = _rule_text(next((p[1] for p in pairs if p[1].method != effects.ONE_SAMPLE), pairs[0][1])) \
+        if max(counts) > 1 else ""
     if outcome == NOT_HELD:
         return verdict(NOT_HELD, f"the check ({relation}) fails on our numbers ({evidence}: a needed pair goes the "
                                  f"other way by {rule})" if max(counts) > 1 else
@@ -209,6 +211,8 @@ def _rule_text(effect: effects.Effect) -> str:
     """The decision rule a pair was decided by, with its one-sided false-positive rate."""
     if effect.method == effects.PAIRED:
         return "its 90 % paired t interval (one-sided 5 %)"
+    if effect.method == effects.ONE_SAMPLE:
+        return "its numbers (a row of one seed: no interval, no rank level)"
     if effect.method == effects.MEDIANS:
         return f"every run beyond every run of the other row (ranks, one-sided level {effect.level:.2g})"
     return (f"every seed beyond every seed of the other row (one-sided level {effect.level:.2g}) and its "
