@@ -67,8 +67,8 @@ colours = dict(zip(models, sns.color_palette(n_colors=len(models))))
 marks = early_marks(table, curves, study_config).set_index("model")
 # the loss of predicting the training split's word frequencies, ignoring the input: a run that ends near
 # it never learned (the scorecard's `stalled`); runs recorded before it was written lack it
-unigram = cells["val_unigram_loss"].dropna().mean() if "val_unigram_loss" in cells else None
-unigram = None if unigram is None or unigram != unigram else float(unigram)
+known = cells["val_unigram_loss"].dropna() if "val_unigram_loss" in cells else []
+unigram = float(known.mean()) if len(known) else None
 fig, axes = plt.subplots(1, 2, figsize=(13, 4.6))
 for ax in axes:
     for model in models:

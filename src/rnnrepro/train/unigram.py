@@ -32,12 +32,12 @@ def autocomplete_loss(train_targets: np.ndarray, valid_targets: np.ndarray, clas
     the observations that have one. Frequencies count the known-word training targets only, as the
     training loss sees them."""
     train_targets = np.asarray(train_targets, dtype=np.int64)
-    logp = log_frequencies(train_targets[train_targets > unk_id], classes)
-    logp[: unk_id + 1] = -np.inf  # padding and <unk> are never a target of the loss
-    logp[unk_id + 1:] -= np.log(np.exp(logp[unk_id + 1:]).sum())
+    first = unk_id + 1  # padding and <unk> are never a target of the loss: frequencies over the known words
+    logp = np.full(classes, -np.inf)
+    logp[first:] = log_frequencies(train_targets[train_targets > unk_id] - first, classes - first)
     valid_targets = np.asarray(valid_targets, dtype=np.int64)
     known = valid_targets > unk_id
-    nll = np.where(known, -logp[np.where(known, valid_targets, unk_id + 1)], 0.0)
+    nll = np.where(known, -logp[np.where(known, valid_targets, first)], 0.0)
     per_row = known.sum(1)
     has = per_row > 0
     return float((nll.sum(1)[has] / per_row[has]).mean())
