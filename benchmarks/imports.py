@@ -36,7 +36,7 @@ LAYERS: list[tuple[str, str, list[str]]] = [
      ["rnnrepro", "rnnrepro.layout", "rnnrepro.cell_identity", "rnnrepro.environment_variables",
       "rnnrepro.tuning", "rnnrepro.errors", "rnnrepro.locks", "rnnrepro.machine", "rnnrepro.console",
       "rnnrepro.process_group", "rnnrepro.timing",
-      "rnnrepro.train.files", "rnnrepro.analysis.inference"]),
+      "rnnrepro.train.files", "rnnrepro.train.stopping", "rnnrepro.analysis.inference"]),
     ("data", "the dataset registry, downloads and corpora: no study, no model",
      ["rnnrepro.data"]),
     ("cells and models", "the recurrent cells and the networks built of them, and their arithmetic",

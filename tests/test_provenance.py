@@ -397,3 +397,34 @@ def test_a_tuning_grid_grown_around_the_chosen_rate_keeps_the_tuned_records(tmp_
     assert rate_at_edge(at_edge) == "lowest"
     assert rate_at_edge(at_edge, grid_now=[0.5, 1, 2, 4]) == ""  # the grid grew past it: bracketed now
     assert rate_at_edge(at_edge, grid_now=[1, 2]) == "lowest"  # a grid that is not a wider one is not read
+
+
+def test_a_run_that_left_the_plateau_stays_current_when_patience_waits_for_it(tmp_path):
+    """A record made when patience counted from the start is still the cell once the study file's patience
+    waits for the run to leave the unigram plateau (`after_plateau`), when replaying its checks under the
+    new rule ends it where it ended; one that patience ended on the plateau is stale. A record without a
+    unigram loss of its own reads that of another run of its corpus, fraction and budget."""
+    from rnnrepro.cell_identity import stale_reason
+
+    old = {"rule": "best", "patience": 2, "min_delta": 0.002}
+    config = {"budget": "cpu", "recipe": {"epochs": 20, "early_stopping": old}}
+    expected = {**config, "recipe": {**config["recipe"], "early_stopping": {**old, "after_plateau": True}}}
+
+    def run(model: str, losses: list[float], **metrics) -> Path:
+        folder = tmp_path / "nlstm" / "corpus" / model / "frac100" / "seed1111"
+        folder.mkdir(parents=True)
+        (folder / "config.json").write_text(json.dumps(config))
+        (folder / "history.csv").write_text("iteration,val_loss\n" + "".join(f"{i},{v}\n" for i, v in enumerate(losses)))
+        (folder / "metrics.json").write_text(json.dumps({"budget": "cpu", "stopped_by_patience": True, **metrics}))
+        return folder
+
+    learned = run("a", [6.0, 5.0, 3.0, 2.0, 2.0, 2.0], val_unigram_loss=5.7)
+    stopped_on_it = run("b", [6.0, 5.7, 5.7, 5.7], val_unigram_loss=5.7)
+    older = run("c", [6.0, 5.0, 3.0, 2.0, 2.0, 2.0])  # recorded before val_unigram_loss was written
+    assert stale_reason(config, expected, folder=learned) is None
+    assert stale_reason(config, expected, folder=older) is None  # the plateau of run "a", same corpus
+    why = stale_reason(config, expected, folder=stopped_on_it)
+    assert why is not None and "recipe.early_stopping.after_plateau" in why, why
+    assert stale_reason(config, expected) is not None  # without its run folder nothing shows it the same
+    other = {**expected, "recipe": {**expected["recipe"], "epochs": 30}}  # another change beside the rule
+    assert stale_reason(config, other, folder=learned) is not None

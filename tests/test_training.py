@@ -766,6 +766,27 @@ def test_patience_on_the_best_stops_an_autocomplete_run(autocomplete_patience_ru
     assert (metrics["best_iteration"], metrics["best_epoch"]) == (best["iteration"], best["epoch"])
 
 
+def test_patience_after_the_plateau_counts_from_the_runs_exit(autocomplete_dir, tmp_path):
+    """`after_plateau: true`: the trainer reads the unigram loss it writes to metrics.json, and its run
+    ends where the rule, replayed on its checks from that number, ends it: patience counted from the first
+    check 5 % below the plateau, or at its cap where it never got there."""
+    from rnnrepro.train.stopping import plateau_exit, same_stop
+
+    rule = {**PATIENCE, "after_plateau": True}
+    cfg = autocomplete_patience_config(autocomplete_dir, early_stopping=rule)
+    code, err = train_here(tmp_path, cfg)
+    assert code == 0, err
+    metrics = json.loads((tmp_path / "metrics.json").read_text())
+    history = pd.read_csv(tmp_path / "history.csv").to_dict("records")
+    plateau = metrics["val_unigram_loss"]
+    assert same_stop(rule, history, plateau, metrics["stopped_by_patience"])
+    exit_ = plateau_exit(history, plateau)
+    if exit_ is None:
+        assert not metrics["stopped_by_patience"] and metrics["epochs"] == cfg["recipe"]["epochs"]
+    else:
+        assert metrics["stopped_by_patience"] and len(history) - 1 - exit_ >= PATIENCE["patience"]
+
+
 def test_an_autocomplete_run_patience_stopped_is_not_flagged_still_improving(autocomplete_patience_run, tmp_path):
     """Its last check may be a new lowest by less than min_delta: converged by the rule's measure, so
     neither still improving nor capped. The same history under a fixed number of passes is flagged."""

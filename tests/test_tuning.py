@@ -169,3 +169,28 @@ def test_the_tuning_table_marks_the_choice_the_edge_and_the_runs_their_cap_stopp
                                       ("b", 0.5): False, ("b", 1.0): False, ("b", 2.0): False}
     assert by.index[by["chosen"]].tolist() == [("a", 1.0), ("b", 2.0)]
     assert by.loc["a", "at_edge_of_grid"].tolist() == [False] * 3 and by.loc["b", "at_edge_of_grid"].all()
+
+
+def test_patience_after_the_plateau_waits_for_the_run_to_leave_it():
+    """`after_plateau`: checks above 95 % of the unigram loss never start patience's count; a run that
+    never goes below it is not stopped by patience; the count starts at the first check below it."""
+    from rnnrepro.train.stopping import plateau_exit, same_stop
+
+    rule = {"rule": "best", "patience": 3, "min_delta": 0.002}
+    waits = {**rule, "after_plateau": True}
+    plateau = 5.0
+    on_it = [{"val_loss": v} for v in (6.0, 4.99, 4.98, 4.99, 4.985, 4.99, 4.99)]  # the plateau, a new best first
+    assert has_stalled(rule, on_it) and not has_stalled(waits, on_it, plateau)
+    assert plateau_exit(on_it, plateau) is None
+    left = on_it + [{"val_loss": v} for v in (4.5, 3.0, 2.0, 2.0, 2.0, 2.0)]
+    assert plateau_exit(left, plateau) == 7  # 4.5 < 0.95 * 5.0
+    assert not has_stalled(waits, left[:-1], plateau) and has_stalled(waits, left, plateau)
+    with pytest.raises(ValueError, match="unigram loss"):
+        has_stalled(waits, left, None)
+    # a record made under patience counted from the start is the run the waiting rule trains exactly
+    # when the waiting rule ends it where it ended: here patience ended it on the plateau, so it is not
+    assert not same_stop(waits, on_it, plateau, stopped_by_rule=True)
+    assert same_stop(waits, left, plateau, stopped_by_rule=True)
+    assert not same_stop(waits, left, plateau, stopped_by_rule=False)  # its cap ended it: another run
+    assert same_stop(waits, left[:-1], plateau, stopped_by_rule=False)
+    assert not same_stop(waits, left, None, stopped_by_rule=True)  # no plateau known: not shown the same

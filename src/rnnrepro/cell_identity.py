@@ -1,6 +1,7 @@
 """What makes two configs of a training cell the same cell: every resolved value but where and how wide it
-runs, and where a cell of your own's module lies. A leaf module (it imports nothing of the package): the
-grid, the records and the run files compare configs with it.
+runs, and where a cell of your own's module lies. A leaf module (of the package it imports only the
+early stop's rules, rnnrepro.train.stopping, another leaf): the grid, the records and the run files compare
+configs with it.
 
 The cell's code is part of it (rnnrepro.cells.code_identity): ``architecture.cell_numerics``, a built-in
 cell's numerics version, and ``architecture.cell_source_sha256``, the sha256 of a cell of your own's
@@ -14,9 +15,14 @@ module file. Configs recorded before these keys were written lack them, and are 
   the code that made it is unknown and the cell is not the same.
 """
 
+import csv
 import hashlib
+import json
 import subprocess
 from functools import cache
+from pathlib import Path
+
+from .train import stopping
 
 # config.json keys that say where a cell ran, not what it computed; and where its cell's module lies
 RUNTIME_KEYS = ("device", "threads", "architecture.cell_source")
@@ -100,18 +106,64 @@ def cap_raised_after_its_own_stop(recorded: dict, expected: dict, epochs: int | 
 
 
 def stale_reason(recorded: dict, expected: dict, git_sha: str = "", since: str = "",
-                 epochs: int | None = None) -> str | None:
+                 epochs: int | None = None, folder: Path | str | None = None) -> str | None:
     """Why a recorded config is not the cell the study file and its code make now, or None when it is:
     "<what changed><since>: <the first differences>", what changed being the cell's code
     (:func:`code_change`) or else the study file. ``epochs``: how many the recorded run trained (its
     metrics.json's); a run its own rule stopped below its cap stays current when only the cap was raised
     (:func:`cap_raised_after_its_own_stop`), and so does a tuned run whose grid of learning rates grew
-    around the rate it was tuned to (:func:`grid_grown_around_its_choice`)."""
+    around the rate it was tuned to (:func:`grid_grown_around_its_choice`), and a run (its run folder
+    ``folder``) that the changed early stop would have ended where it ended (:func:`same_stop_under`)."""
     changed = config_differences(recorded, expected, git_sha)
     if not changed or cap_raised_after_its_own_stop(recorded, expected, epochs, changed) \
-            or grid_grown_around_its_choice(recorded, expected, changed):
+            or grid_grown_around_its_choice(recorded, expected, changed) \
+            or (folder is not None and same_stop_under(expected, changed, Path(folder))):
         return None
     return f"{code_change(recorded, expected, git_sha) or 'the study file changed'}{since}: {'; '.join(changed[:3])}"
+
+
+def same_stop_under(expected: dict, changed: list[str], folder: Path) -> bool:
+    """Whether ``expected`` differs from a recorded run's config only in its early stop
+    (``recipe.early_stopping``, ``changed``: their :func:`config_differences`) and that stop, replayed
+    on the run's checks (``folder``/history.csv), ends it at its last check exactly as its own rule or
+    cap did (rnnrepro.train.stopping.same_stop): the steps before are the same, so its numbers are those
+    of a run under the new rule. A rule that waits for the run to leave the unigram plateau
+    (`after_plateau`) reads the run's ``val_unigram_loss``, or, for a run recorded before that number was
+    written, that of another run of the same corpus, data fraction and budget (it is the corpus's:
+    predicting the training split's frequencies)."""
+    if not changed or not all(line.startswith("recipe.early_stopping") for line in changed):
+        return False
+    rule = (expected.get("recipe") or {}).get("early_stopping")
+    try:
+        metrics = json.loads((folder / "metrics.json").read_text())
+        with open(folder / "history.csv", newline="") as f:
+            history = [{"val_loss": float(row["val_loss"])} for row in csv.DictReader(f)]
+    except (OSError, ValueError, KeyError, TypeError):
+        return False
+    if not isinstance(metrics, dict) or not history:
+        return False
+    if "stopped_by_patience" in metrics:
+        stopped_by_rule = bool(metrics["stopped_by_patience"])
+    else:  # a language model: its own rule stopped it where it trained fewer epochs than its cap
+        cap = (expected.get("recipe") or {}).get("epochs")
+        stopped_by_rule = isinstance(cap, int) and len(history) < cap
+    return stopping.same_stop(rule, history, unigram_loss_of(folder, metrics), stopped_by_rule)
+
+
+def unigram_loss_of(folder: Path, metrics: dict) -> float | None:
+    """A run's ``val_unigram_loss``, else that of another run folder of its corpus, data fraction and budget
+    (``<study>/<corpus>/<model>/frac<F>/seed<S>``); None where none has it."""
+    if isinstance(metrics.get("val_unigram_loss"), (int, float)):
+        return float(metrics["val_unigram_loss"])
+    for other in sorted(folder.parent.parent.parent.glob(f"*/{folder.parent.name}/*/metrics.json")):
+        try:
+            found = json.loads(other.read_text())
+        except (OSError, ValueError):
+            continue
+        if isinstance(found, dict) and found.get("budget") == metrics.get("budget") \
+                and isinstance(found.get("val_unigram_loss"), (int, float)):
+            return float(found["val_unigram_loss"])
+    return None
 
 
 def grid_grown_around_its_choice(recorded: dict, expected: dict, changed: list[str]) -> bool:

@@ -366,7 +366,9 @@ def _finished(study: dict, config: dict, variant: Cell, records: Path) -> dict |
             recorded = json.loads((folder / "config.json").read_text())
         except (OSError, ValueError):
             continue
-        if isinstance(metrics, dict) and isinstance(recorded, dict) and stale_reason(recorded, expected, str(metrics.get("git_sha", "")), epochs=metrics.get("epochs")) is None \
+        if isinstance(metrics, dict) and isinstance(recorded, dict) \
+                and stale_reason(recorded, expected, str(metrics.get("git_sha", "")), epochs=metrics.get("epochs"),
+                                 folder=folder) is None \
                 and tuning.validation_loss(metrics) is not None and math.isfinite(tuning.validation_loss(metrics)):
             return metrics
     return None

@@ -129,7 +129,7 @@ def record_problem(study: dict, config: dict, cell: grid.Cell, records: Path) ->
         expected = grid.resolve_cell(study, config, cell)
     except TuningPending as e:
         return f"{cell.key}: stale record ({e})"
-    why = stale_reason(recorded, expected, sha, epochs=metrics.get("epochs"))
+    why = stale_reason(recorded, expected, sha, epochs=metrics.get("epochs"), folder=run)
     return f"{cell.key}: stale record ({why})" if why else None
 
 
@@ -159,4 +159,4 @@ def stale_copy(study: dict, config: dict, cell: grid.Cell) -> str | None:
         expected = grid.resolve_cell(study, config, cell)
     except (OSError, ValueError, AttributeError, TuningPending):
         return None  # not there (it trains), damaged (the notebooks name it), or its rate is not chosen yet
-    return stale_reason(copied, expected, sha, epochs=epochs)
+    return stale_reason(copied, expected, sha, epochs=epochs, folder=run)

@@ -9,7 +9,8 @@ rule's own measure, :func:`stopped_by_patience_on_the_best`). The rate it was im
 its training (from the last check at or before 90 % of the way to the end), given as the share of
 validation perplexity (exp of the loss) lost per epoch: ``0.17`` means 0.17 % an epoch.
 
-A run whose scored validation loss ends less than ``STALL_SHARE`` (5 %) below its ``val_unigram_loss``
+A run whose scored validation loss ends less than ``STALL_SHARE`` (5 %, the trainer's own level for a run
+that has left the plateau, rnnrepro.train.stopping.LEARNED_SHARE) below its ``val_unigram_loss``
 (the loss of predicting the training split's class frequencies, rnnrepro.train.unigram) has ``stalled``
 (the scorecard's ``stalled``): it never left the plateau every run reaches in its first steps, so its
 numbers measure a failed start, not the unit. Runs recorded before the unigram loss was written have
@@ -32,6 +33,7 @@ from pathlib import Path
 import pandas as pd
 
 from .. import grid
+from ..train.stopping import LEARNED_SHARE
 from .run_files import read_history, stale_problem
 
 COLUMNS = ["study", "artifact", "dataset", "behind", "model", "seed", "epochs", "epoch_cap", "capped",
@@ -39,7 +41,7 @@ COLUMNS = ["study", "artifact", "dataset", "behind", "model", "seed", "epochs", 
 #: the share of training, counted back from its end, over which the final rate of improvement is measured
 FINAL_SHARE = 0.1
 #: how far below the unigram loss a run's scored validation loss must end for it to have learned anything
-STALL_SHARE = 0.05
+STALL_SHARE = LEARNED_SHARE
 
 
 def stopped_by_epoch_cap(recipe: dict, epochs: int | None) -> bool:

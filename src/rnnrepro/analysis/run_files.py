@@ -302,5 +302,5 @@ def stale_problem(metrics_file: Path | str, study: dict) -> str | None:
         sha, epochs = str(metrics.get("git_sha", "")), metrics.get("epochs")
     except (OSError, ValueError, AttributeError):
         sha, epochs = "", None
-    why = stale_reason(recorded, expected, sha, since=" since it was trained", epochs=epochs)
+    why = stale_reason(recorded, expected, sha, since=" since it was trained", epochs=epochs, folder=run_dir)
     return f"{run_dir}: stale ({why})" if why else None

@@ -129,6 +129,7 @@ class AutocompleteTask:
 
     def __init__(self, cfg: dict, run_dir: Path, device: torch.device):
         self.cfg, self.device, self.recipe = cfg, device, cfg["recipe"]
+        self._unigram_loss: float | None = None
         self.precision = cfg["precision"]
         classes, self.data = load_data(cfg)
         self.model = build_model(cfg, len(classes)).to(device)
@@ -201,7 +202,7 @@ class AutocompleteTask:
             p.best_val_loss, p.best_epoch = row["val_loss"], p.epoch
         if improved or r["score"] == "final":
             self.save_best()  # the weights the final evaluation scores
-        p.finished = p.iteration >= self.total_iterations() or has_stalled(r["early_stopping"], p.history)
+        p.finished = p.iteration >= self.total_iterations() or self.patience_ended(p.history)
 
     def stopped_by_its_rules(self, progress: Progress) -> bool:
         """Whether something other than the epoch cap ended training: ``max_iterations``, or the recipe's
@@ -209,8 +210,20 @@ class AutocompleteTask:
         a run started with the higher cap (the observation order is a function of seed and epoch, Adam's
         state is in the checkpoint), and its history keeps the check made at the old cap."""
         limit = self.recipe["max_iterations"]
-        return ((limit is not None and progress.iteration >= limit)
-                or has_stalled(self.recipe["early_stopping"], progress.history))
+        return (limit is not None and progress.iteration >= limit) or self.patience_ended(progress.history)
+
+    def patience_ended(self, history: list[dict]) -> bool:
+        """The recipe's early stop on these checks (rnnrepro.train.stopping.has_stalled)."""
+        rule = self.recipe["early_stopping"]
+        return has_stalled(rule, history, self.unigram_loss() if rule and rule.get("after_plateau") else None)
+
+    def unigram_loss(self) -> float:
+        """The validation loss of predicting the training split's word-class frequencies (metrics.json's
+        ``val_unigram_loss``, and the plateau `early_stopping.after_plateau` waits to leave)."""
+        if self._unigram_loss is None:
+            self._unigram_loss = unigram.autocomplete_loss(self.data["train"].targets, self.data["valid"].targets,
+                                                           self.model.dense.out_features, UNK_ID)
+        return self._unigram_loss
 
     def save_best(self) -> None:
         checkpoint.save_atomic(self.model.state_dict(), self.best_path)
@@ -236,12 +249,11 @@ class AutocompleteTask:
             "iterations": p.iteration, "epochs": p.epoch, "train_sequences": p.items,
             "best_epoch": best["epoch"], "best_iteration": best["iteration"],
             "best_val_loss_during_training": p.best_val_loss, "scored_iteration": scored["iteration"],
-            "stopped_by_patience": has_stalled(r["early_stopping"], p.history),
+            "stopped_by_patience": self.patience_ended(p.history),
             "val_cross_entropy": final["valid"]["cross_entropy"], "val_accuracy": final["valid"]["accuracy"],
             "test_cross_entropy": final["test"]["cross_entropy"], "test_accuracy": final["test"]["accuracy"],
             "test_observations": final["test"]["observations"], "test_characters": final["test"]["characters"],
-            "val_unigram_loss": unigram.autocomplete_loss(self.data["train"].targets, self.data["valid"].targets,
-                                                          model.dense.out_features, UNK_ID),
+            "val_unigram_loss": self.unigram_loss(),
             "train_seconds": p.seconds,
             "seconds_per_1000_sequences": 1000 * p.seconds / p.items,
         }

@@ -128,6 +128,7 @@ class LanguageModelTask:
 
     def __init__(self, cfg: dict, run_dir: Path, device: torch.device):
         self.cfg, self.device, self.recipe = cfg, device, cfg["recipe"]
+        self._unigram_loss: float | None = None
         self.precision = cfg["precision"]
         self.corpus = load_corpus(Path(cfg["data"]["dir"]), Path(cfg["data"]["train_file"]))
         r = self.recipe
@@ -245,7 +246,7 @@ class LanguageModelTask:
             p.finished = True
         elif non_monotone and r["optimizer"] == "nt_asgd" and not self.averager.active:
             self.averager.start()
-        if has_stalled(r["early_stopping"], p.history) or p.epoch >= r["epochs"]:
+        if self.patience_ended(p.history) or p.epoch >= r["epochs"]:
             p.finished = True
 
     def stopped_by_its_rules(self, progress: Progress) -> bool:
@@ -255,7 +256,20 @@ class LanguageModelTask:
         if not history:
             return False
         non_monotone = r["stop_on_nonmono"] and is_non_monotone(history[-1]["val_loss"], history[:-1], r["nonmono"])
-        return non_monotone or has_stalled(r["early_stopping"], history)
+        return non_monotone or self.patience_ended(history)
+
+    def patience_ended(self, history: list[dict]) -> bool:
+        """The recipe's early stop on these epochs (rnnrepro.train.stopping.has_stalled)."""
+        rule = self.recipe["early_stopping"]
+        return has_stalled(rule, history, self.unigram_loss() if rule and rule.get("after_plateau") else None)
+
+    def unigram_loss(self) -> float:
+        """The validation loss of predicting the training split's token frequencies (metrics.json's
+        ``val_unigram_loss``, and the plateau `early_stopping.after_plateau` waits to leave)."""
+        if self._unigram_loss is None:
+            self._unigram_loss = unigram.token_loss(self.corpus.train.cpu().numpy(), self.corpus.valid.cpu().numpy(),
+                                                    len(self.corpus.vocab))
+        return self._unigram_loss
 
     def report(self, row: dict, progress: Progress) -> str:
         return (f"epoch {row['epoch']}: train ppl {row['train_ppl']:.2f}, val ppl {row['val_ppl']:.2f}, "
@@ -282,8 +296,7 @@ class LanguageModelTask:
             "best_val_loss_during_training": p.best_val_loss,
             "val_loss": val_loss, "val_ppl": perplexity(val_loss),
             "test_loss": test_loss, "test_ppl": perplexity(test_loss),
-            "val_unigram_loss": unigram.token_loss(self.corpus.train.cpu().numpy(), self.corpus.valid.cpu().numpy(),
-                                                   len(self.corpus.vocab)),
+            "val_unigram_loss": self.unigram_loss(),
             "eval_batch_size": r["test_batch_size"],
             "train_seconds": sum(row["seconds"] for row in p.history),
         }
