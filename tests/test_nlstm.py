@@ -190,7 +190,7 @@ def test_cpu_tunes_the_three_models_on_seven_step_sizes_and_a_seed_of_its_own():
         recipe = grid.resolve_cell(study, CPU, cell)["recipe"]
         assert recipe["lr"] == pytest.approx(0.001 * tuning.parse_variant(cell.model)[1])
         assert recipe["epochs"] == 6  # tuning on shorter runs, the same cap for every model
-        assert recipe["early_stopping"] == {"rule": "best", "patience": 24, "min_delta": 0.002}
+        assert recipe["early_stopping"] == {"rule": "best", "patience": 24, "min_delta": 0.002, "after_plateau": True}
         assert recipe["score"] == "best"
 
 
@@ -212,7 +212,7 @@ def test_cpu_compares_five_seeds_each_at_its_tuned_rate_stopped_by_patience_on_t
     recipe = grid.resolve_cell(study, CPU, cell)["recipe"]
     assert recipe["lr"] == pytest.approx(0.002)
     assert recipe["epochs"] == 20 and recipe["score"] == "best"
-    assert recipe["early_stopping"] == {"rule": "best", "patience": 24, "min_delta": 0.002}
+    assert recipe["early_stopping"] == {"rule": "best", "patience": 24, "min_delta": 0.002, "after_plateau": True}
     # the patience is one pass of checks: 24 checks x 37 batches = 888, a pass of 56,814 observations in 64s
     assert recipe["early_stopping"]["patience"] * recipe["validation_every"] == math.ceil(56_814 / 64)
 

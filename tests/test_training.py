@@ -997,11 +997,16 @@ def test_a_raised_cap_does_not_undo_the_recipes_own_stop():
     def rows(*losses):
         return [{"val_loss": loss} for loss in losses]
 
+    def task_of(recipe):  # the task's rules, without its corpus and model
+        task = SimpleNamespace(recipe=recipe)
+        task.patience_ended = lambda history: LanguageModelTask.patience_ended(task, history)
+        return task
+
     stalled = {"early_stopping": {"patience": 2, "min_delta": 0.01}, "stop_on_nonmono": False, "nonmono": 5}
-    task = SimpleNamespace(recipe=stalled)
+    task = task_of(stalled)
     assert LanguageModelTask.stopped_by_its_rules(task, Progress(history=rows(3.0, 2.5, 2.499, 2.495)))
     assert not LanguageModelTask.stopped_by_its_rules(task, Progress(history=rows(3.0, 2.5, 2.4, 2.3)))
-    task = SimpleNamespace(recipe={"early_stopping": None, "stop_on_nonmono": True, "nonmono": 2})
+    task = task_of({"early_stopping": None, "stop_on_nonmono": True, "nonmono": 2})
     assert LanguageModelTask.stopped_by_its_rules(task, Progress(history=rows(3.0, 2.0, 2.1, 2.2, 2.3)))
     assert not LanguageModelTask.stopped_by_its_rules(task, Progress(history=rows(3.0, 2.9, 2.8, 2.7, 2.6)))
     old = {"model": "m", "recipe": {"epochs": 40, "lr": 0.001}}
