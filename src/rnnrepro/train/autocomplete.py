@@ -43,7 +43,7 @@ from ..data.autocomplete import INPUT_SYMBOLS, PAD_ID, UNK_ID, EncodedSplit, loa
 from ..models.autocomplete import AutocompleteModel
 from . import checkpoint, optimizers, unigram
 from .loop import Progress, Step, TrainingDiverged, run_cell
-from .stopping import has_stalled
+from .stopping import patience_ended
 
 
 def build_model(cfg: dict, classes: int) -> AutocompleteModel:
@@ -213,9 +213,7 @@ class AutocompleteTask:
         return (limit is not None and progress.iteration >= limit) or self.patience_ended(progress.history)
 
     def patience_ended(self, history: list[dict]) -> bool:
-        """The recipe's early stop on these checks (rnnrepro.train.stopping.has_stalled)."""
-        rule = self.recipe["early_stopping"]
-        return has_stalled(rule, history, self.unigram_loss() if rule and rule.get("after_plateau") else None)
+        return patience_ended(self.recipe["early_stopping"], history, lambda: self.unigram_loss())
 
     def unigram_loss(self) -> float:
         """The validation loss of predicting the training split's word-class frequencies (metrics.json's

@@ -35,7 +35,7 @@ from ..models.language_model import DEFAULT_INIT_RANGE, Dropouts, LanguageModel
 from . import checkpoint, optimizers, unigram
 from .averaging import WeightAverager
 from .loop import Progress, Step, TrainingDiverged, perplexity, run_cell
-from .stopping import has_stalled
+from .stopping import patience_ended
 
 
 def build_model(cfg: dict, vocab_size: int) -> LanguageModel:
@@ -259,9 +259,7 @@ class LanguageModelTask:
         return non_monotone or self.patience_ended(history)
 
     def patience_ended(self, history: list[dict]) -> bool:
-        """The recipe's early stop on these epochs (rnnrepro.train.stopping.has_stalled)."""
-        rule = self.recipe["early_stopping"]
-        return has_stalled(rule, history, self.unigram_loss() if rule and rule.get("after_plateau") else None)
+        return patience_ended(self.recipe["early_stopping"], history, lambda: self.unigram_loss())
 
     def unigram_loss(self) -> float:
         """The validation loss of predicting the training split's token frequencies (metrics.json's

@@ -32,6 +32,12 @@ def has_stalled(rule: dict | None, history: list[dict], plateau: float | None = 
             and all(later > earlier - rule["min_delta"] for earlier, later in zip(recent, recent[1:])))
 
 
+def patience_ended(rule: dict | None, history: list[dict], unigram_loss) -> bool:
+    """:func:`has_stalled` in a trainer: ``unigram_loss()`` (the task's plateau) is computed only where the
+    rule waits for the run to leave the plateau."""
+    return has_stalled(rule, history, unigram_loss() if rule and rule.get("after_plateau") else None)
+
+
 def plateau_exit(history: list[dict], plateau: float | None) -> int | None:
     """The index of the first check whose validation loss is LEARNED_SHARE or more below ``plateau``, or
     None while every check is above that level. ``plateau`` None: the rule cannot be applied (ValueError)."""
